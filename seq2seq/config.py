@@ -40,6 +40,8 @@ class DataConfig:
     max_words: int = 100  # drop pairs with more whitespace words than this on either side
     max_ratio: float = 3.0  # drop pairs whose word-count ratio exceeds this (both sides > 3 words)
     max_train_pairs: int | None = None  # keep only the first N training pairs (quick runs)
+    # fixed sentences translated at every evaluation; their heatmaps go to TensorBoard
+    probe: list[str] = field(default_factory=list)
 
 
 @dataclass

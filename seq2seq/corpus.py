@@ -1,0 +1,85 @@
+"""The corpus as the models see it: text splits, the tokenizer, and piece ids.
+
+Shared by `prepare`, `train`, `evaluate` and the benchmark so they all read the same data the
+same way.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from seq2seq.config import DataConfig, TokenizerConfig
+from seq2seq.data import data_root, load_corpus
+from seq2seq.tokenization import Tokenizer, build_tokenizer
+
+SPLITS = ("train", "validation", "test")
+
+
+@dataclass
+class EncodedSplit:
+    """One split as text and as piece ids (no BOS/EOS: the batcher adds them)."""
+
+    src_text: list[str]
+    tgt_text: list[str]
+    src_ids: list[list[int]]
+    tgt_ids: list[list[int]]
+    truncated: int = 0  # pairs cut to the maximum length
+
+    def __len__(self) -> int:
+        return len(self.src_ids)
+
+    @property
+    def src_lens(self) -> list[int]:
+        return [len(ids) for ids in self.src_ids]
+
+    @property
+    def tgt_lens(self) -> list[int]:
+        return [len(ids) for ids in self.tgt_ids]
+
+
+@dataclass
+class PreparedData:
+    tokenizer: Tokenizer
+    splits: dict[str, EncodedSplit] = field(default_factory=dict)
+    tokenizer_dir: Path | None = None
+
+
+def encode_split(
+    tokenizer: Tokenizer, src: list[str], tgt: list[str], max_src_len: int, max_tgt_len: int
+) -> EncodedSplit:
+    """Encode a split, keeping room for the EOS (and BOS) the batcher adds."""
+    src_ids = tokenizer.encode_src(src)
+    tgt_ids = tokenizer.encode_tgt(tgt)
+    truncated = 0
+    for i, (s, t) in enumerate(zip(src_ids, tgt_ids, strict=True)):
+        if len(s) >= max_src_len or len(t) >= max_tgt_len:
+            truncated += 1
+            src_ids[i], tgt_ids[i] = s[: max_src_len - 1], t[: max_tgt_len - 1]
+    return EncodedSplit(list(src), list(tgt), src_ids, tgt_ids, truncated)
+
+
+def prepare_data(data: DataConfig, tok: TokenizerConfig, verbose: bool = True) -> PreparedData:
+    """Build (or reuse) the corpus and the tokenizer, then encode every split."""
+    corpus = load_corpus(data)
+    cache_dir = data_root(data.root) / "tokenizers" / data.name
+    tokenizer = build_tokenizer(
+        corpus,
+        cache_dir,
+        type=tok.type,
+        vocab_size=tok.vocab_size,
+        joint=tok.joint,
+        character_coverage=tok.character_coverage,
+        input_sentence_size=tok.input_sentence_size,
+        src_lang=data.src_lang,
+        tgt_lang=data.tgt_lang,
+    )
+    prepared = PreparedData(tokenizer)
+    for split in SPLITS:
+        rows = corpus[split]
+        prepared.splits[split] = encode_split(
+            tokenizer, rows["src"], rows["tgt"], tok.max_src_len, tok.max_tgt_len
+        )
+        if verbose and prepared.splits[split].truncated:
+            print(f"{split}: {prepared.splits[split].truncated} pairs truncated to the max length")
+    return prepared

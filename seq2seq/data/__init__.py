@@ -1,0 +1,101 @@
+"""Parallel corpora: where they live, and one loader that dispatches on the configured source.
+
+Every source returns a `datasets.DatasetDict` with the splits train, validation and test and
+the string columns src and tgt. Cleaning touches the train split only; valid and test stay as
+published so scores compare with other work.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import datasets
+
+from seq2seq.config import DataConfig
+from seq2seq.data.cleaning import clean_pairs
+from seq2seq.errors import UserError
+
+SPLITS = ("train", "validation", "test")
+
+
+def data_root(root: str | None) -> Path:
+    """The folder that holds built corpora and tokenizers.
+
+    Args:
+        root: a user-given folder, or None for `<project root>/data`.
+    """
+    if root is None:
+        return Path(__file__).resolve().parents[2] / "data"
+    return Path(root).expanduser().resolve()
+
+
+def make_dataset_dict(splits: dict[str, tuple[list[str], list[str]]]) -> datasets.DatasetDict:
+    """Build a DatasetDict with columns src and tgt from (src, tgt) string lists per split."""
+    return datasets.DatasetDict(
+        {
+            name: datasets.Dataset.from_dict({"src": src, "tgt": tgt})
+            for name, (src, tgt) in splits.items()
+        }
+    )
+
+
+def load_corpus(cfg: DataConfig) -> datasets.DatasetDict:
+    """Load the corpus `cfg` names, clean its train split and print what it holds.
+
+    Returns:
+        train/validation/test splits, columns src and tgt (strings), in the configured direction.
+    """
+    root = data_root(cfg.root)
+    if cfg.source == "ding":
+        from seq2seq.data.ding import load_ding
+
+        corpus = load_ding(
+            raw_path=cfg.raw_path,
+            root=root,
+            src_lang=cfg.src_lang,
+            tgt_lang=cfg.tgt_lang,
+            phrase_pairs=cfg.phrase_pairs,
+        )
+    elif cfg.source == "hf":
+        from seq2seq.data.hf import load_hf
+
+        corpus = load_hf(
+            path=cfg.hf_path,
+            config=cfg.hf_config,
+            revision=cfg.hf_revision,
+            data_files=cfg.hf_data_files,
+            src_lang=cfg.src_lang,
+            tgt_lang=cfg.tgt_lang,
+        )
+    elif cfg.source == "files":
+        from seq2seq.data.files import load_files
+
+        corpus = load_files(src_files=cfg.src_files, tgt_files=cfg.tgt_files)
+    else:
+        raise UserError(f"data.source={cfg.source!r} is unknown; use ding, hf or files")
+
+    train = corpus["train"]
+    keep, dropped = clean_pairs(
+        train["src"], train["tgt"], max_words=cfg.max_words, max_ratio=cfg.max_ratio
+    )
+    if cfg.max_train_pairs is not None:
+        keep = keep[: cfg.max_train_pairs]
+    if len(keep) < len(train):
+        corpus["train"] = train.select(keep)
+    if len(corpus["train"]) == 0:
+        raise UserError(
+            f"corpus {cfg.name}: no training pairs are left after cleaning "
+            f"(dropped: {_format_counts(dropped)}); check data.max_words and data.max_ratio"
+        )
+
+    counts = " / ".join(f"{name} {len(corpus[name]):,}" for name in SPLITS)
+    print(
+        f"corpus {cfg.name} ({cfg.src_lang}->{cfg.tgt_lang}): {counts} pairs; "
+        f"train cleaning dropped {_format_counts(dropped)}"
+        + (f", kept the first {cfg.max_train_pairs:,}" if cfg.max_train_pairs is not None else "")
+    )
+    return corpus
+
+
+def _format_counts(dropped: dict[str, int]) -> str:
+    return ", ".join(f"{reason} {count:,}" for reason, count in dropped.items())

@@ -1,0 +1,1 @@
+"""Scoring: sacrebleu BLEU and chrF (`metrics`), and the attention focus metric (`focus`)."""

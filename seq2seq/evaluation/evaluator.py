@@ -1,0 +1,138 @@
+"""Decode a split with any model and score it: the one path used by training, evaluate and
+translate, so a checkpoint's BLEU is the same wherever it is measured."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from torch import nn
+
+from seq2seq.corpus import EncodedSplit
+from seq2seq.data.batching import collate
+from seq2seq.decoding import Hypothesis, beam_search, greedy_search
+from seq2seq.evaluation.focus import focus_metric, transformer_focus
+from seq2seq.evaluation.metrics import Scores, score
+from seq2seq.models.base import EOS_ID
+from seq2seq.tokenization import Tokenizer
+
+
+@dataclass(frozen=True)
+class DecodeSettings:
+    beam_size: int = 5
+    length_penalty: float = 1.0
+    max_len_a: float = 1.5
+    max_len_b: int = 10
+    nbest: int = 1
+    batch_size: int = 64
+
+
+@dataclass
+class SplitResult:
+    hypotheses: list[str]
+    references: list[str]
+    sources: list[str]
+    scores: Scores
+    nbest: list[list[Hypothesis]]
+    focus: dict[str, Any] = field(default_factory=dict)
+
+    def summary(self) -> dict[str, Any]:
+        return {**self.scores.as_dict(), "focus": self.focus}
+
+
+@torch.inference_mode()
+def decode_ids(
+    model: nn.Module, src_ids: list[list[int]], settings: DecodeSettings, device: torch.device
+) -> list[list[Hypothesis]]:
+    """Translate piece-id sequences (without EOS) in length-sorted batches; input order kept."""
+    was_training = model.training
+    model.eval()
+    order = sorted(range(len(src_ids)), key=lambda i: len(src_ids[i]))
+    results: list[list[Hypothesis]] = [[] for _ in src_ids]
+    for start in range(0, len(order), settings.batch_size):
+        chunk = order[start : start + settings.batch_size]
+        batch = collate([src_ids[i] for i in chunk], [[] for _ in chunk], chunk).to(device)
+        search = dict(max_len_a=settings.max_len_a, max_len_b=settings.max_len_b)
+        if settings.beam_size == 1:
+            found = greedy_search(model, batch.src, batch.src_mask, **search)
+        else:
+            found = beam_search(
+                model,
+                batch.src,
+                batch.src_mask,
+                beam_size=settings.beam_size,
+                length_penalty=settings.length_penalty,
+                nbest=settings.nbest,
+                **search,
+            )
+        for i, hyps in zip(chunk, found, strict=True):
+            results[i] = hyps
+    model.train(was_training)
+    return results
+
+
+@torch.inference_mode()
+def split_focus(
+    model: nn.Module,
+    tokenizer: Tokenizer,
+    src_ids: list[list[int]],
+    best: list[Hypothesis],
+    device: torch.device,
+    batch_size: int = 64,
+) -> dict[str, Any]:
+    """The attention focus metric (DESIGN.md) of the chosen hypotheses; {} without attention."""
+    eos = tokenizer.tgt_pieces([EOS_ID])[0]
+    items = []
+    for ids, hyp in zip(src_ids, best, strict=True):
+        if hyp.attention is None:
+            return {}
+        src_pieces = tokenizer.src_pieces(ids) + [eos]
+        tgt_pieces = tokenizer.tgt_pieces(hyp.tokens) + [eos]
+        items.append((hyp.attention.float().cpu(), src_pieces, tgt_pieces))
+    result: dict[str, Any] = focus_metric(items).as_dict()
+    heads = getattr(model, "cross_attention", None)
+    if heads is None:
+        return result
+    # Transformer: every layer's and head's cross-attention over the chosen hypotheses.
+    head_items = []
+    for start in range(0, len(src_ids), batch_size):
+        rows = range(start, min(start + batch_size, len(src_ids)))
+        # Teacher-forced on the hypothesis: BOS + tokens gives one row per emitted token and EOS.
+        batch = collate([src_ids[i] for i in rows], [best[i].tokens for i in rows], list(rows))
+        batch = batch.to(device)
+        attn = heads(batch.src, batch.src_mask, batch.tgt_in)  # (L, B, H, T, S)
+        for j, i in enumerate(rows):
+            s_len = len(src_ids[i]) + 1
+            t_len = len(best[i].tokens) + 1
+            head_items.append(
+                (
+                    attn[:, j, :, :t_len, :s_len].float().cpu(),
+                    tokenizer.src_pieces(src_ids[i]) + [eos],
+                    tokenizer.tgt_pieces(best[i].tokens) + [eos],
+                )
+            )
+    result["heads"] = transformer_focus(head_items)
+    return result
+
+
+def evaluate_split(
+    model: nn.Module,
+    tokenizer: Tokenizer,
+    split: EncodedSplit,
+    settings: DecodeSettings,
+    device: torch.device,
+    max_sentences: int | None = None,
+    with_focus: bool = True,
+    bleu_tokenize: str | None = None,
+) -> SplitResult:
+    """Decode the sources of a split, detokenize and score against the text references."""
+    n = len(split) if max_sentences is None else min(max_sentences, len(split))
+    src_ids = split.src_ids[:n]
+    nbest = decode_ids(model, src_ids, settings, device)
+    best = [hyps[0] for hyps in nbest]
+    hypotheses = [tokenizer.decode_tgt(h.tokens) for h in best]
+    references = split.tgt_text[:n]
+    scores = score(hypotheses, references, tokenize=bleu_tokenize)
+    focus = split_focus(model, tokenizer, src_ids, best, device) if with_focus else {}
+    return SplitResult(hypotheses, references, split.src_text[:n], scores, nbest, focus)

@@ -1,0 +1,153 @@
+"""Corpus BLEU and chrF with sacrebleu, reported with their signatures.
+
+Hypotheses and references are detokenized text, one sentence per item; sacrebleu tokenizes them
+itself (`13a` by default, `ko-mecab` for Korean targets), so scores compare across papers.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+from sacrebleu.metrics import BLEU, CHRF
+
+from seq2seq.errors import UserError
+
+DEFAULT_TOKENIZE = "13a"
+
+
+@dataclass
+class Scores:
+    """Corpus scores of one hypothesis set against one reference set.
+
+    Attributes:
+        bleu: corpus BLEU, 0-100.
+        chrf: corpus chrF, 0-100.
+        bleu_signature: sacrebleu's BLEU signature, e.g. `nrefs:1|case:mixed|...|tok:13a|...`.
+        chrf_signature: sacrebleu's chrF signature.
+        n: number of sentence pairs scored.
+    """
+
+    bleu: float
+    chrf: float
+    bleu_signature: str
+    chrf_signature: str
+    n: int
+
+    def as_dict(self) -> dict:
+        """The scores as a plain dict (for metrics.json and CSV rows)."""
+        return asdict(self)
+
+
+def _check_pairs(hypotheses: list[str], references: list[str]) -> None:
+    if len(hypotheses) != len(references):
+        raise UserError(
+            f"cannot score: {len(hypotheses)} hypotheses but {len(references)} references; "
+            "every reference line needs exactly one hypothesis line"
+        )
+    if not hypotheses:
+        raise UserError("cannot score: there are no sentences (empty hypotheses and references)")
+
+
+def _bleu_metric(tokenize: str | None) -> BLEU:
+    name = tokenize or DEFAULT_TOKENIZE
+    try:
+        return BLEU(tokenize=name)
+    except KeyError:
+        raise UserError(
+            f"unknown BLEU tokenizer {name!r}; use one of sacrebleu's: "
+            f"{', '.join(sorted(BLEU.TOKENIZERS))}"
+        ) from None
+
+
+def _corpus_bleu(metric: BLEU, hypotheses: list[str], references: list[str]) -> float:
+    try:
+        return float(metric.corpus_score(hypotheses, [references]).score)
+    except RuntimeError as err:  # sacrebleu raises this when ko-mecab / ja-mecab are missing
+        raise UserError(f"BLEU tokenizer {metric.tokenize!r} cannot run: {err}".strip()) from None
+
+
+def score(hypotheses: list[str], references: list[str], tokenize: str | None = None) -> Scores:
+    """Corpus BLEU and chrF of detokenized hypotheses against one reference each.
+
+    Args:
+        hypotheses: system outputs, one detokenized sentence each.
+        references: the reference translations, aligned with `hypotheses`.
+        tokenize: sacrebleu's BLEU tokenizer (`13a` when None; `ko-mecab` for Korean, `zh`,
+            `intl`, ...). chrF works on characters and needs none.
+
+    Returns:
+        The scores with the signatures that make them reproducible.
+
+    Raises:
+        UserError: the lists differ in length or are empty, or the tokenizer is unknown or
+            lacks its extra dependencies.
+    """
+    _check_pairs(hypotheses, references)
+    bleu = _bleu_metric(tokenize)
+    chrf = CHRF()
+    bleu_score = _corpus_bleu(bleu, hypotheses, references)
+    chrf_score = float(chrf.corpus_score(hypotheses, [references]).score)
+    return Scores(
+        bleu=bleu_score,
+        chrf=chrf_score,
+        bleu_signature=bleu.get_signature().format(),
+        chrf_signature=chrf.get_signature().format(),
+        n=len(hypotheses),
+    )
+
+
+def _bucket_labels(edges: tuple[int, ...]) -> list[str]:
+    lows = (1, *(edge + 1 for edge in edges[:-1]))
+    closed = [f"{low}-{high}" for low, high in zip(lows, edges, strict=True)]
+    return [*closed, f"{edges[-1] + 1}+"]
+
+
+def bleu_by_length(
+    sources: list[str],
+    hypotheses: list[str],
+    references: list[str],
+    edges: tuple[int, ...] = (5, 10, 15, 20, 30),
+    tokenize: str | None = None,
+) -> list[dict]:
+    """Corpus BLEU per bucket of source length, to show where long sentences lose quality.
+
+    A sentence's length is its number of whitespace-separated source words. The buckets are
+    `1-e0`, `e0+1-e1`, ..., and `e_last+1+`; an empty source line counts in the first bucket.
+
+    Args:
+        sources: the detokenized source sentences.
+        hypotheses: system outputs aligned with `sources`.
+        references: reference translations aligned with `sources`.
+        edges: strictly increasing positive upper bounds of the buckets (inclusive).
+        tokenize: sacrebleu's BLEU tokenizer, as in `score`.
+
+    Returns:
+        `[{"bucket": "1-5", "n": 12, "bleu": 31.4}, ...]` in length order; buckets with no
+        sentence are left out, so the `n` add up to the corpus size.
+
+    Raises:
+        UserError: the three lists differ in length or are empty, or the tokenizer is unknown.
+        ValueError: `edges` is empty, not positive, or not strictly increasing.
+    """
+    if not edges or edges[0] < 1 or any(b <= a for a, b in zip(edges[:-1], edges[1:], strict=True)):
+        raise ValueError(f"edges must be positive and strictly increasing, got {edges}")
+    _check_pairs(hypotheses, references)
+    if len(sources) != len(references):
+        raise UserError(
+            f"cannot score by length: {len(sources)} sources but {len(references)} references"
+        )
+    labels = _bucket_labels(edges)
+    members: list[list[int]] = [[] for _ in labels]
+    for i, source in enumerate(sources):
+        n_words = len(source.split())
+        bucket = next((b for b, edge in enumerate(edges) if n_words <= edge), len(edges))
+        members[bucket].append(i)
+    bleu = _bleu_metric(tokenize)
+    rows = []
+    for label, idx in zip(labels, members, strict=True):
+        if not idx:
+            continue
+        hyps = [hypotheses[i] for i in idx]
+        refs = [references[i] for i in idx]
+        rows.append({"bucket": label, "n": len(idx), "bleu": _corpus_bleu(bleu, hyps, refs)})
+    return rows

@@ -1,0 +1,109 @@
+"""Attention for the recurrent decoders: additive (Bahdanau) and dot / general (Luong).
+
+Every scorer works in two steps. `project_keys(states)` runs once per sentence (in `encode`),
+and its result is stored in `EncoderOutput.keys`; `forward(query, keys, values, mask)` then runs
+at every decoder step with a query (B, Q), or once for all steps with a query (B, T, Q).
+
+Shapes: B batch, S source length, T target length, Q query size, K encoder state size,
+A attention size.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+from torch import Tensor, nn
+
+
+def masked_softmax(scores: Tensor, mask: Tensor) -> Tensor:
+    """Softmax over the last dim that gives masked positions exactly zero weight.
+
+    Args:
+        scores: (..., S) unnormalised scores.
+        mask: boolean, broadcastable to `scores`, True at positions that may be attended.
+
+    Returns:
+        Weights like `scores`; each row with at least one True position sums to 1.
+    """
+    scores = scores.masked_fill(~mask, torch.finfo(scores.dtype).min)
+    return torch.softmax(scores, dim=-1).masked_fill(~mask, 0.0)
+
+
+def attend(
+    scores_fn: Callable[[Tensor, Tensor], Tensor],
+    query: Tensor,
+    keys: Tensor,
+    values: Tensor,
+    mask: Tensor,
+) -> tuple[Tensor, Tensor]:
+    """Score, normalise with padding masked out, and take the weighted sum of the values.
+
+    Args:
+        scores_fn: (B, T, Q) queries, (B, S, A) keys -> (B, T, S) scores.
+        query: (B, Q) one decoder step, or (B, T, Q) all steps.
+        keys: (B, S, A) from `project_keys`.
+        values: (B, S, K) encoder states.
+        mask: (B, S) True at real source tokens.
+
+    Returns:
+        context (B, K) or (B, T, K), and weights (B, S) or (B, T, S).
+    """
+    one_step = query.dim() == 2
+    if one_step:
+        query = query.unsqueeze(1)
+    weights = masked_softmax(scores_fn(query, keys), mask.unsqueeze(1))  # (B, T, S)
+    context = torch.bmm(weights, values)  # (B, T, K)
+    if one_step:
+        return context.squeeze(1), weights.squeeze(1)
+    return context, weights
+
+
+class AdditiveAttention(nn.Module):
+    """Bahdanau: score(q, h) = v^T tanh(W q + U h); U h is the precomputed key."""
+
+    def __init__(self, query_size: int, key_size: int, attn_size: int) -> None:
+        super().__init__()
+        self.query_proj = nn.Linear(query_size, attn_size, bias=False)
+        self.key_proj = nn.Linear(key_size, attn_size)
+        self.v = nn.Linear(attn_size, 1, bias=False)
+
+    def project_keys(self, states: Tensor) -> Tensor:
+        return self.key_proj(states)
+
+    def score(self, query: Tensor, keys: Tensor) -> Tensor:
+        q = self.query_proj(query).unsqueeze(2)  # (B, T, 1, A)
+        return self.v(torch.tanh(q + keys.unsqueeze(1))).squeeze(-1)  # (B, T, S)
+
+    def forward(
+        self, query: Tensor, keys: Tensor, values: Tensor, mask: Tensor
+    ) -> tuple[Tensor, Tensor]:
+        """Query (B, Q) or (B, T, Q) -> context (B[, T], K), weights (B[, T], S); see `attend`."""
+        return attend(self.score, query, keys, values, mask)
+
+
+class DotAttention(nn.Module):
+    """Luong dot: score(q, h) = q^T h; the query and the encoder states share one size."""
+
+    def project_keys(self, states: Tensor) -> Tensor:
+        return states
+
+    def score(self, query: Tensor, keys: Tensor) -> Tensor:
+        return torch.bmm(query, keys.transpose(1, 2))
+
+    def forward(
+        self, query: Tensor, keys: Tensor, values: Tensor, mask: Tensor
+    ) -> tuple[Tensor, Tensor]:
+        """Query (B, Q) or (B, T, Q) -> context (B[, T], K), weights (B[, T], S); see `attend`."""
+        return attend(self.score, query, keys, values, mask)
+
+
+class GeneralAttention(DotAttention):
+    """Luong general: score(q, h) = q^T W h; W h is the precomputed key."""
+
+    def __init__(self, query_size: int, key_size: int) -> None:
+        super().__init__()
+        self.key_proj = nn.Linear(key_size, query_size, bias=False)
+
+    def project_keys(self, states: Tensor) -> Tensor:
+        return self.key_proj(states)

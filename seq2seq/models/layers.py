@@ -1,0 +1,159 @@
+"""Pieces the recurrent models share: building, packing and stepping GRU/LSTM stacks.
+
+A decoder keeps one `nn.GRU`/`nn.LSTM` module. Teacher forcing can run it over the whole target
+in one fused call; stepping calls the same weights one layer at a time through `torch.gru_cell` /
+`torch.lstm_cell`, so the two paths compute the same function.
+
+Shapes: B batch, S source length, T target length, L layers, H hidden size, I input size.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
+
+from seq2seq.errors import UserError
+from seq2seq.models.base import reorder_tensors
+
+CELLS = ("gru", "lstm")
+
+
+class ModelConfigError(UserError, ValueError):
+    """A model setting that cannot work (an unknown cell, tied embeddings over two vocabularies).
+
+    A UserError, so entry points print one line; a ValueError, as Python code expects.
+    """
+
+
+def check_choice(key: str, value: str, choices: tuple[str, ...]) -> None:
+    """Raise ModelConfigError naming `model.<key>` unless `value` is one of `choices`."""
+    if value not in choices:
+        raise ModelConfigError(f"model.{key}={value!r} is not one of {', '.join(choices)}")
+
+
+def make_rnn(
+    cell: str,
+    input_size: int,
+    hidden_size: int,
+    num_layers: int,
+    dropout: float,
+    bidirectional: bool = False,
+) -> nn.GRU | nn.LSTM:
+    """A batch-first GRU or LSTM stack; `dropout` acts between layers only."""
+    check_choice("cell", cell, CELLS)
+    rnn_class = nn.GRU if cell == "gru" else nn.LSTM
+    return rnn_class(
+        input_size,
+        hidden_size,
+        num_layers=num_layers,
+        dropout=dropout if num_layers > 1 else 0.0,
+        bidirectional=bidirectional,
+        batch_first=True,
+    )
+
+
+@dataclass
+class RNNState:
+    """Decoder state of the recurrent models; every tensor is batch-first for `reorder`.
+
+    Attributes:
+        hidden: L tensors (B, H), one per layer.
+        cell: L tensors (B, H) for an LSTM, else None.
+        feed: (B, D_out) the previous attentional vector (input feeding), else None.
+    """
+
+    hidden: tuple[Tensor, ...]
+    cell: tuple[Tensor, ...] | None = None
+    feed: Tensor | None = None
+
+    def reorder(self, index: Tensor) -> RNNState:
+        return reorder_tensors(self, index)
+
+
+def encode_packed(rnn: nn.GRU | nn.LSTM, emb: Tensor, mask: Tensor) -> tuple[Tensor, Tensor]:
+    """Run an encoder RNN over padded input so each final state sits at its real last token.
+
+    Args:
+        rnn: a batch-first encoder (uni- or bidirectional).
+        emb: (B, S, I) embedded source.
+        mask: (B, S) True at real tokens; every row has at least one.
+
+    Returns:
+        states (B, S, H * directions), zero at padding, and the final hidden state
+        (B, L, directions * H) with each layer's directions concatenated.
+    """
+    lengths = mask.sum(dim=1).cpu()
+    packed = pack_padded_sequence(emb, lengths, batch_first=True, enforce_sorted=False)
+    packed_out, final = rnn(packed)
+    if isinstance(final, tuple):  # LSTM: (h_n, c_n); the summary is h_n
+        final = final[0]
+    states, _ = pad_packed_sequence(packed_out, batch_first=True, total_length=emb.size(1))
+    directions = 2 if rnn.bidirectional else 1
+    batch = emb.size(0)
+    final = final.view(rnn.num_layers, directions, batch, rnn.hidden_size)
+    final = final.permute(2, 0, 1, 3).reshape(batch, rnn.num_layers, -1)  # (B, L, dirs * H)
+    return states, final
+
+
+def initial_state(rnn: nn.GRU | nn.LSTM, hidden: Tensor) -> RNNState:
+    """Decoder state from (B, L, H) initial hidden vectors; an LSTM's cell starts equal to them."""
+    layers = tuple(hidden.unbind(dim=1))
+    return RNNState(hidden=layers, cell=layers if isinstance(rnn, nn.LSTM) else None)
+
+
+def rnn_step(rnn: nn.GRU | nn.LSTM, x: Tensor, state: RNNState) -> RNNState:
+    """Advance a unidirectional stack by one time step with the module's own weights.
+
+    Args:
+        rnn: the decoder stack.
+        x: (B, I) input of this step.
+        state: hidden (and cell) per layer; `feed` is carried over unchanged.
+
+    Returns:
+        The new state; its top-layer hidden is the step's output.
+    """
+    hidden: list[Tensor] = []
+    cells: list[Tensor] = []
+    for layer in range(rnn.num_layers):
+        if layer > 0:
+            x = F.dropout(x, rnn.dropout, rnn.training)
+        weights = (
+            getattr(rnn, f"weight_ih_l{layer}"),
+            getattr(rnn, f"weight_hh_l{layer}"),
+            getattr(rnn, f"bias_ih_l{layer}"),
+            getattr(rnn, f"bias_hh_l{layer}"),
+        )
+        if state.cell is None:
+            x = torch.gru_cell(x, state.hidden[layer], *weights)
+        else:
+            x, c = torch.lstm_cell(x, (state.hidden[layer], state.cell[layer]), *weights)
+            cells.append(c)
+        hidden.append(x)
+    return RNNState(
+        hidden=tuple(hidden), cell=tuple(cells) if state.cell is not None else None, feed=state.feed
+    )
+
+
+def rnn_run(rnn: nn.GRU | nn.LSTM, x: Tensor, state: RNNState) -> tuple[Tensor, RNNState]:
+    """Run a unidirectional stack over a whole sequence in one fused call.
+
+    Args:
+        rnn: the decoder stack.
+        x: (B, T, I) inputs of all steps.
+        state: the state before the first step.
+
+    Returns:
+        outputs (B, T, H) of the top layer and the state after the last step.
+    """
+    h0 = torch.stack(state.hidden)  # (L, B, H)
+    if state.cell is None:
+        outputs, h_n = rnn(x, h0)
+        return outputs, RNNState(hidden=tuple(h_n.unbind(0)), feed=state.feed)
+    outputs, (h_n, c_n) = rnn(x, (h0, torch.stack(state.cell)))
+    return outputs, RNNState(
+        hidden=tuple(h_n.unbind(0)), cell=tuple(c_n.unbind(0)), feed=state.feed
+    )

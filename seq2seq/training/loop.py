@@ -1,0 +1,595 @@
+"""`train(cfg) -> metrics`: the training loop, readable as the algorithm.
+
+batch -> loss -> step; now and then: log, evaluate (BLEU, chrF, focus, probe heatmaps),
+checkpoint. Budgets: max_steps, max_epochs, max_time, early stopping on validation BLEU.
+A run folder holds checkpoints/{last,best}.pt, tensorboard/, metrics.json, test.hyp,
+config.yaml and tokenizer/.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import signal
+import time
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.distributed as dist
+from omegaconf import DictConfig, OmegaConf
+from torch import nn
+from torch.nn.parallel import DistributedDataParallel
+from torch.utils.tensorboard import SummaryWriter
+from tqdm import tqdm
+
+from seq2seq.corpus import EncodedSplit, PreparedData, encode_split, prepare_data
+from seq2seq.data.batching import Batch, collate, padding_fraction, token_batches
+from seq2seq.errors import UserError
+from seq2seq.evaluation.evaluator import DecodeSettings, decode_ids, evaluate_split
+from seq2seq.models import build_model
+from seq2seq.models.base import EOS_ID, PAD_ID, count_parameters
+from seq2seq.tokenization import Tokenizer
+from seq2seq.training.checkpoint import load_checkpoint, rng_state, save_checkpoint, set_rng_state
+from seq2seq.training.loss import token_losses
+from seq2seq.training.optim import Plateau, build_optimizer, learning_rate
+from seq2seq.training.runtime import Runtime, all_reduce_sum, setup_runtime, teardown
+from seq2seq.visualization import attention_heatmap, head_grid
+
+
+@dataclass
+class Progress:
+    """Everything that changes as training goes on; saved in every checkpoint."""
+
+    step: int = 0  # optimizer updates done
+    epoch: int = 0
+    position: int = 0  # batches of this epoch (on this rank) already consumed
+    elapsed: float = 0.0  # seconds of training before this process started
+    best_bleu: float = -1.0
+    evals_since_best: int = 0
+    bad_steps: int = 0
+    history: list[dict[str, float]] = field(default_factory=list)  # one row per evaluation
+    losses: list[list[float]] = field(default_factory=list)  # [step, loss] at log intervals
+
+
+class StopSignal:
+    """Turns SIGINT/SIGTERM into a flag the loop checks after each step."""
+
+    def __init__(self) -> None:
+        self.received: str | None = None
+        self._previous: dict[int, Any] = {}
+
+    def __enter__(self) -> StopSignal:
+        with contextlib.suppress(ValueError):  # not the main thread: signals stay as they are
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                self._previous[sig] = signal.signal(sig, self._handle)
+        return self
+
+    def _handle(self, signum: int, frame: object) -> None:
+        self.received = signal.Signals(signum).name
+
+    def __exit__(self, *exc: object) -> None:
+        for sig, handler in self._previous.items():
+            signal.signal(sig, handler)
+
+
+def decode_settings(cfg: DictConfig, beam_size: int) -> DecodeSettings:
+    d = cfg.decoding
+    return DecodeSettings(
+        beam_size=beam_size,
+        length_penalty=d.length_penalty,
+        max_len_a=d.max_len_a,
+        max_len_b=d.max_len_b,
+        nbest=1,
+        batch_size=d.batch_size,
+    )
+
+
+def checkpoint_payload(
+    model: nn.Module,
+    optimizer: torch.optim.Optimizer,
+    plateau: Plateau,
+    scaler: torch.amp.GradScaler | None,
+    progress: Progress,
+    cfg: DictConfig,
+    tokenizer: Tokenizer,
+) -> dict[str, Any]:
+    return {
+        "model": model.state_dict(),
+        "optimizer": optimizer.state_dict(),
+        "plateau": plateau.state_dict(),
+        "scaler": scaler.state_dict() if scaler is not None else None,
+        "progress": progress.__dict__,
+        "rng": rng_state(),
+        "config": OmegaConf.to_container(cfg, resolve=True),
+        "tokenizer": tokenizer.identity,
+        "num_parameters": count_parameters(model),
+    }
+
+
+def find_resume_checkpoint(cfg: DictConfig, run_dir: Path) -> Path | None:
+    """trainer.resume: false, a path, or true (this run folder, else the newest run of this
+    data and model under runs_root)."""
+    resume = cfg.trainer.resume
+    if resume is False or resume is None:
+        return None
+    if resume is not True:
+        return Path(str(resume))
+    own = run_dir / "checkpoints" / "last.pt"
+    if own.is_file():
+        return own
+    candidates = sorted(
+        Path(cfg.runs_root).glob(f"{cfg.data.name}/{cfg.model.name}/*/checkpoints/last.pt"),
+        key=lambda p: p.stat().st_mtime,
+    )
+    candidates = [p for p in candidates if p.parent.parent != run_dir]
+    if not candidates:
+        raise UserError(
+            f"trainer.resume=true: no last.pt in {run_dir} nor under "
+            f"{cfg.runs_root}/{cfg.data.name}/{cfg.model.name}/; pass a path instead"
+        )
+    return candidates[-1]
+
+
+def check_tokenizer(ckpt: dict[str, Any], tokenizer: Tokenizer, path: Path) -> None:
+    if ckpt.get("tokenizer") != tokenizer.identity:
+        raise UserError(
+            f"{path}: the checkpoint was trained with another tokenizer "
+            f"({ckpt.get('tokenizer')}) than this run's ({tokenizer.identity})"
+        )
+
+
+class Trainer:
+    """Holds what one training run needs; `run()` is the loop."""
+
+    def __init__(self, cfg: DictConfig, rt: Runtime, data: PreparedData, run_dir: Path) -> None:
+        self.cfg, self.rt, self.data, self.run_dir = cfg, rt, data, run_dir
+        t = cfg.trainer
+        tok = data.tokenizer
+        self.model = build_model(cfg.model, tok.src_vocab_size, tok.tgt_vocab_size).to(rt.device)
+        self.num_parameters = count_parameters(self.model)
+        self.optimizer = build_optimizer(
+            self.model, t.lr, tuple(t.betas), t.weight_decay, fused=rt.device.type == "cuda"
+        )
+        self.plateau = Plateau(t.plateau_factor, t.plateau_patience, t.min_lr / t.lr)
+        self.scaler = rt.grad_scaler()
+        self.progress = Progress()
+        self.train_split = data.splits["train"]
+        self.step_model: nn.Module = self.model  # what the step calls: maybe compiled, maybe DDP
+        if t.compile:
+            self.step_model = torch.compile(self.model, dynamic=True)
+        if rt.distributed:
+            ids = [rt.device.index] if rt.device.type == "cuda" else None
+            self.step_model = DistributedDataParallel(self.step_model, device_ids=ids)
+        self.writer = SummaryWriter(str(run_dir / "tensorboard")) if rt.is_main else None
+        self.ckpt_dir = run_dir / "checkpoints"
+
+    # ---- data -------------------------------------------------------------------------------
+    def epoch_batches(self, epoch: int) -> list[list[int]]:
+        t = self.cfg.trainer
+        return token_batches(
+            self.train_split.src_lens,
+            self.train_split.tgt_lens,
+            t.batch_tokens,
+            shuffle=True,
+            seed=t.seed,
+            epoch=epoch,
+            rank=self.rt.rank,
+            world_size=self.rt.world_size,
+        )
+
+    def collate(self, split: EncodedSplit, indices: list[int]) -> Batch:
+        batch = collate(
+            [split.src_ids[i] for i in indices],
+            [split.tgt_ids[i] for i in indices],
+            indices,
+            pad_to_multiple=self.cfg.trainer.pad_to_multiple,
+        )
+        if self.rt.device.type == "cuda":
+            return batch.pin_memory().to(self.rt.device, non_blocking=True)
+        return batch.to(self.rt.device)
+
+    def next_micro_batches(self, batches: list[list[int]]) -> tuple[list[Batch], list[list[int]]]:
+        """The accum_steps batches of the next update, moving to the next epoch when needed."""
+        p = self.progress
+        micro: list[Batch] = []
+        while len(micro) < self.cfg.trainer.accum_steps:
+            if p.position >= len(batches):
+                p.epoch, p.position = p.epoch + 1, 0
+                batches = self.epoch_batches(p.epoch)
+                if not batches:
+                    raise UserError("the training split yields no batch for this process")
+            micro.append(self.collate(self.train_split, batches[p.position]))
+            p.position += 1
+        return micro, batches
+
+    # ---- one update -------------------------------------------------------------------------
+    def train_step(self, micro: list[Batch]) -> tuple[torch.Tensor, torch.Tensor, int]:
+        """Forward/backward over the micro-batches and one optimizer update.
+
+        The loss is normalised by the target tokens of the whole update across micro-batches
+        and processes, so N processes compute exactly the gradient of one process that sees
+        all their batches. Returns (summed NLL, gradient norm, target tokens).
+        """
+        t = self.cfg.trainer
+        local_tokens = sum(b.num_tgt_tokens for b in micro)
+        total = all_reduce_sum(torch.tensor(float(local_tokens), device=self.rt.device), self.rt)
+        scale = self.rt.world_size / total  # DDP averages gradients over processes
+        nll_sum = torch.zeros((), device=self.rt.device)
+        for i, batch in enumerate(micro):
+            last = i == len(micro) - 1
+            sync = contextlib.nullcontext()
+            if self.rt.distributed and not last:
+                sync = self.step_model.no_sync()  # type: ignore[operator]
+            with sync:
+                with self.rt.autocast():
+                    logits, _ = self.step_model(
+                        batch.src, batch.src_mask, batch.tgt_in, need_attn=False
+                    )
+                loss, nll = token_losses(logits, batch.tgt_out, PAD_ID, t.label_smoothing)
+                loss = loss * scale
+                if self.scaler is not None:
+                    self.scaler.scale(loss).backward()
+                else:
+                    loss.backward()
+            nll_sum += nll.detach()
+        if self.scaler is not None:
+            self.scaler.unscale_(self.optimizer)
+        grad_norm = torch.nn.utils.clip_grad_norm_(
+            self.model.parameters(), t.clip_norm if t.clip_norm > 0 else math.inf
+        )
+        lr = learning_rate(
+            self.progress.step + 1, t.schedule, t.lr, t.warmup_steps, self.plateau.scale
+        )
+        for group in self.optimizer.param_groups:
+            group["lr"] = lr
+        # One scalar read per update: a NaN/inf step must be skipped before it reaches the
+        # weights (GradScaler does the same check in fp16).
+        if not torch.isfinite(grad_norm).item():
+            self.optimizer.zero_grad(set_to_none=True)
+            if self.scaler is not None:
+                self.scaler.update()
+            return nll_sum, grad_norm, -1
+        if self.scaler is not None:
+            self.scaler.step(self.optimizer)
+            self.scaler.update()
+        else:
+            self.optimizer.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        return nll_sum, grad_norm, local_tokens
+
+    # ---- evaluation -------------------------------------------------------------------------
+    @torch.inference_mode()
+    def validation_loss(self) -> float:
+        split = self.data.splits["validation"]
+        self.model.eval()
+        total, tokens = 0.0, 0
+        batches = token_batches(
+            split.src_lens, split.tgt_lens, self.cfg.trainer.batch_tokens,
+            shuffle=False, seed=0, epoch=0,
+        )
+        for indices in batches:
+            batch = self.collate(split, indices)
+            with self.rt.autocast():
+                logits, _ = self.model(batch.src, batch.src_mask, batch.tgt_in, need_attn=False)
+            _, nll = token_losses(logits, batch.tgt_out, PAD_ID)
+            total += nll.item()
+            tokens += batch.num_tgt_tokens
+        self.model.train()
+        return total / max(tokens, 1)
+
+    def evaluate(self, elapsed: float) -> dict[str, float]:
+        """Validation loss, BLEU, chrF, focus; probe heatmaps and samples to TensorBoard."""
+        t, step = self.cfg.trainer, self.progress.step
+        loss = self.validation_loss()
+        settings = decode_settings(self.cfg, self.cfg.decoding.valid_beam_size)
+        result = evaluate_split(
+            self.model, self.data.tokenizer, self.data.splits["validation"], settings,
+            self.rt.device, max_sentences=t.eval_max_sentences,
+        )
+        row = {
+            "step": step,
+            "time": round(elapsed, 1),
+            "valid_loss": loss,
+            "valid_ppl": math.exp(min(loss, 50.0)),
+            "valid_bleu": result.scores.bleu,
+            "valid_chrf": result.scores.chrf,
+        }
+        if result.focus:
+            row["valid_focus_accuracy"] = result.focus["accuracy"]
+            row["valid_focus_weight"] = result.focus["mean_weight"]
+        if self.writer is not None:
+            for key, value in row.items():
+                if key.startswith("valid_") and value is not None:
+                    self.writer.add_scalar(key.replace("valid_", "valid/"), value, step)
+            samples = "\n".join(
+                f"| {s} | {r} | {h} |"
+                for s, r, h in list(
+                    zip(result.sources, result.references, result.hypotheses, strict=True)
+                )[:5]
+            )
+            self.writer.add_text("samples", "| source | reference | hypothesis |\n|---|---|---|\n"
+                                 + samples, step)
+            self.log_probe(step)
+        return row
+
+    def log_probe(self, step: int) -> None:
+        """Translate the probe sentences; their attention heatmaps go to TensorBoard."""
+        probe = list(self.cfg.data.probe)
+        if not probe or self.writer is None:
+            return
+        tok = self.data.tokenizer
+        split = encode_split(tok, probe, [""] * len(probe), 10_000, 10_000)
+        hyps = decode_ids(self.model, split.src_ids, decode_settings(self.cfg, 1), self.rt.device)
+        eos = tok.tgt_pieces([EOS_ID])[0]
+        cross_attention = getattr(self.model, "cross_attention", None)
+        for i, (src_ids, nbest) in enumerate(zip(split.src_ids, hyps, strict=True)):
+            hyp = nbest[0]
+            text = tok.decode_tgt(hyp.tokens)
+            self.writer.add_text(f"probe/{i}", f"{probe[i]} → {text}", step)
+            if hyp.attention is None:
+                continue
+            src_labels = tok.src_pieces(src_ids) + [eos]
+            tgt_labels = tok.tgt_pieces(hyp.tokens) + [eos]
+            fig = attention_heatmap(hyp.attention.float().cpu(), src_labels, tgt_labels,
+                                    title=f"step {step}: {text}")
+            self.writer.add_figure(f"attention/probe_{i}", fig, step)
+            if cross_attention is not None:
+                batch = collate([src_ids], [hyp.tokens], [0]).to(self.rt.device)
+                with torch.inference_mode():
+                    self.model.eval()
+                    heads = cross_attention(batch.src, batch.src_mask, batch.tgt_in)
+                    self.model.train()
+                fig = head_grid(heads[-1, 0].float().cpu(), src_labels, tgt_labels,
+                                title=f"step {step}: last layer, per head")
+                self.writer.add_figure(f"attention_heads/probe_{i}", fig, step)
+
+    # ---- checkpoints ------------------------------------------------------------------------
+    def save(self, name: str, elapsed: float) -> None:
+        if not self.rt.is_main:
+            return
+        self.progress.elapsed = elapsed
+        save_checkpoint(
+            self.ckpt_dir / name,
+            checkpoint_payload(self.model, self.optimizer, self.plateau, self.scaler,
+                               self.progress, self.cfg, self.data.tokenizer),
+        )
+
+    def restore(self, path: Path) -> None:
+        ckpt = load_checkpoint(path, map_location=self.rt.device)
+        check_tokenizer(ckpt, self.data.tokenizer, path)
+        try:
+            self.model.load_state_dict(ckpt["model"])
+        except RuntimeError as err:
+            raise UserError(f"{path}: the weights do not fit this model config "
+                            f"({str(err).splitlines()[0][:200]})") from None
+        self.optimizer.load_state_dict(ckpt["optimizer"])
+        self.plateau.load_state_dict(ckpt["plateau"])
+        if self.scaler is not None and ckpt["scaler"] is not None:
+            self.scaler.load_state_dict(ckpt["scaler"])
+        self.progress = Progress(**ckpt["progress"])
+        set_rng_state(ckpt["rng"])
+        if self.rt.is_main:
+            print(f"resumed from {path} at step {self.progress.step}, epoch {self.progress.epoch}")
+
+    # ---- the loop ---------------------------------------------------------------------------
+    def budget_left(self, elapsed: float) -> bool:
+        t, p = self.cfg.trainer, self.progress
+        if t.max_steps is not None and p.step >= t.max_steps:
+            return False
+        if t.max_epochs is not None and p.epoch >= t.max_epochs:
+            return False
+        return t.max_time is None or elapsed < t.max_time
+
+    def broadcast_stop(self, stop: bool) -> bool:
+        """Rank 0 decides early stopping and the plateau scale; every rank follows."""
+        if not self.rt.distributed:
+            return stop
+        flags = torch.tensor([float(stop), self.plateau.scale], device=self.rt.device)
+        dist.broadcast(flags, src=0)
+        self.plateau.scale = float(flags[1])
+        return bool(flags[0])
+
+    def run(self) -> dict[str, Any]:
+        t, p = self.cfg.trainer, self.progress
+        start = time.monotonic() - p.elapsed
+        batches = self.epoch_batches(p.epoch)
+        if self.rt.is_main:
+            frac = padding_fraction(batches, self.train_split.src_lens, self.train_split.tgt_lens)
+            print(f"train: {len(self.train_split)} pairs, {len(batches)} batches per epoch "
+                  f"and process, padding {frac:.1%}")
+        bar = tqdm(total=t.max_steps, initial=p.step, disable=not (self.rt.is_main and t.progress),
+                   dynamic_ncols=True, unit="step")
+        self.model.train()
+        window_nll = torch.zeros((), device=self.rt.device)
+        window_tokens, window_start, stopped_by = 0, time.monotonic(), None
+        with StopSignal() as stop_signal:
+            while self.budget_left(time.monotonic() - start):
+                micro, batches = self.next_micro_batches(batches)
+                nll, grad_norm, tokens = self.train_step(micro)
+                if tokens < 0:
+                    p.bad_steps += 1
+                    warnings.warn(f"step {p.step + 1}: loss or gradient is NaN/inf; update "
+                                  f"skipped ({p.bad_steps} in a row)", stacklevel=1)
+                    if p.bad_steps >= t.max_bad_steps:
+                        raise UserError(
+                            f"{p.bad_steps} updates in a row had a NaN/inf loss; stopping. "
+                            "Lower trainer.lr, raise trainer.warmup_steps or use precision=fp32"
+                        )
+                    continue
+                p.bad_steps = 0
+                p.step += 1
+                window_nll += nll
+                window_tokens += tokens
+                bar.update(1)
+                if p.step % t.log_every == 0:
+                    self.log_train(window_nll, window_tokens, window_start, grad_norm, bar,
+                                   time.monotonic() - start)
+                    window_nll.zero_()
+                    window_tokens, window_start = 0, time.monotonic()
+                early_stop = False
+                if p.step % t.eval_every == 0:
+                    early_stop = self.after_eval(time.monotonic() - start)
+                    window_start = time.monotonic()  # evaluation time is not training speed
+                if p.step % t.save_every == 0:
+                    self.save("last.pt", time.monotonic() - start)
+                if stop_signal.received:
+                    stopped_by = stop_signal.received
+                    break
+                if self.broadcast_stop(early_stop):
+                    stopped_by = "early stopping"
+                    break
+        bar.close()
+        elapsed = time.monotonic() - start
+        if stopped_by in ("SIGINT", "SIGTERM"):
+            self.save("last.pt", elapsed)
+            if self.rt.is_main:
+                print(f"{stopped_by}: saved {self.ckpt_dir / 'last.pt'} at step {p.step}; "
+                      f"continue with trainer.resume={self.ckpt_dir / 'last.pt'}")
+            return {"interrupted": stopped_by, "step": p.step}
+        if self.rt.is_main and (not p.history or p.history[-1]["step"] != p.step):
+            self.after_eval(elapsed)  # the final weights are always evaluated once
+        self.save("last.pt", elapsed)
+        return {"stopped_by": stopped_by or "budget", "step": p.step, "train_time": elapsed}
+
+    def log_train(self, nll: torch.Tensor, tokens: int, since: float, grad_norm: torch.Tensor,
+                  bar: tqdm, elapsed: float) -> None:
+        totals = all_reduce_sum(torch.stack([nll, torch.tensor(float(tokens),
+                                                               device=nll.device)]), self.rt)
+        loss = (totals[0] / totals[1].clamp(min=1)).item()
+        tok_per_s = totals[1].item() / max(time.monotonic() - since, 1e-9)
+        lr = self.optimizer.param_groups[0]["lr"]
+        self.progress.losses.append([self.progress.step, loss])
+        bar.set_postfix(loss=f"{loss:.3f}", tok_s=f"{tok_per_s:,.0f}", lr=f"{lr:.2e}",
+                        left=f"{max((self.cfg.trainer.max_time or 0) - elapsed, 0):.0f}s")
+        if self.writer is not None:
+            step = self.progress.step
+            self.writer.add_scalar("train/loss", loss, step)
+            self.writer.add_scalar("train/ppl", math.exp(min(loss, 50.0)), step)
+            self.writer.add_scalar("train/lr", lr, step)
+            self.writer.add_scalar("train/grad_norm", grad_norm.item(), step)
+            self.writer.add_scalar("train/tokens_per_s", tok_per_s, step)
+
+    def after_eval(self, elapsed: float) -> bool:
+        """Evaluate on rank 0, keep the best checkpoint; True when early stopping says stop."""
+        p, t = self.progress, self.cfg.trainer
+        if not self.rt.is_main:
+            return False
+        row = self.evaluate(elapsed)
+        p.history.append(row)
+        improved = row["valid_bleu"] > p.best_bleu
+        if improved:
+            p.best_bleu, p.evals_since_best = row["valid_bleu"], 0
+            self.save("best.pt", elapsed)
+        else:
+            p.evals_since_best += 1
+        if t.schedule == "plateau" and self.plateau.update(row["valid_bleu"]):
+            tqdm.write(f"validation BLEU stalled: learning rate scale now {self.plateau.scale:g}")
+        focus = row.get("valid_focus_accuracy")
+        tqdm.write(
+            f"step {p.step} ({elapsed:.0f}s): valid loss {row['valid_loss']:.3f} "
+            f"ppl {row['valid_ppl']:.1f} BLEU {row['valid_bleu']:.2f} chrF {row['valid_chrf']:.1f}"
+            + (f" focus {focus:.2f}" if focus is not None else "")
+            + (" (best)" if improved else "")
+        )
+        return t.patience is not None and p.evals_since_best >= t.patience
+
+
+def final_test(trainer: Trainer, cfg: DictConfig) -> dict[str, Any]:
+    """Decode the test split with the best checkpoint and beam search; write test.hyp."""
+    best = trainer.ckpt_dir / "best.pt"
+    if best.is_file():
+        trainer.model.load_state_dict(load_checkpoint(best, trainer.rt.device)["model"])
+    settings = decode_settings(cfg, cfg.decoding.beam_size)
+    start = time.monotonic()
+    result = evaluate_split(trainer.model, trainer.data.tokenizer, trainer.data.splits["test"],
+                            settings, trainer.rt.device)
+    seconds = time.monotonic() - start
+    (trainer.run_dir / "test.hyp").write_text("\n".join(result.hypotheses) + "\n",
+                                              encoding="utf-8")
+    summary = {**result.summary(), "test_set": cfg.data.test_set, "beam_size": settings.beam_size,
+               "decode_seconds": round(seconds, 2), "checkpoint": str(best)}
+    if trainer.writer is not None:
+        trainer.writer.add_scalar("test/bleu", result.scores.bleu, trainer.progress.step)
+        trainer.writer.add_scalar("test/chrf", result.scores.chrf, trainer.progress.step)
+    return summary
+
+
+def prepare_on_every_rank(cfg: DictConfig, rt: Runtime) -> PreparedData:
+    """Rank 0 builds the corpus and tokenizer caches first; the others then read them."""
+    if rt.distributed and not rt.is_main:
+        dist.barrier()
+    data = prepare_data(cfg.data, cfg.tokenizer, verbose=rt.is_main)
+    if rt.distributed and rt.is_main:
+        dist.barrier()
+    return data
+
+
+def train(cfg: DictConfig) -> dict[str, Any]:
+    """Train the model `cfg` describes; returns (and writes to metrics.json) its metrics."""
+    t = cfg.trainer
+    rt = setup_runtime(t.device, t.precision, t.threads, t.seed)
+    run_dir = Path(cfg.run_dir)
+    try:
+        if rt.is_main:
+            print(f"run folder: {run_dir}")
+            run_dir.mkdir(parents=True, exist_ok=True)
+            (run_dir / "config.yaml").write_text(OmegaConf.to_yaml(cfg, resolve=True))
+        data = prepare_on_every_rank(cfg, rt)
+        if rt.is_main:
+            data.tokenizer.save(run_dir / "tokenizer")
+        trainer = Trainer(cfg, rt, data, run_dir)
+        if rt.is_main:
+            print(f"device {rt.device}, precision {rt.precision}, processes {rt.world_size}")
+        resume = find_resume_checkpoint(cfg, run_dir)
+        if resume is not None:
+            trainer.restore(resume)
+        outcome = trainer.run()
+        if "interrupted" in outcome:
+            return outcome
+        p = trainer.progress
+        metrics: dict[str, Any] = {
+            "model": cfg.model.name,
+            "data": cfg.data.name,
+            "parameters": trainer.num_parameters,
+            "steps": p.step,
+            "epochs": p.epoch + p.position / max(len(trainer.epoch_batches(p.epoch)), 1),
+            "train_time": round(outcome["train_time"], 1),
+            "stopped_by": outcome["stopped_by"],
+            "best_valid_bleu": p.best_bleu,
+            "history": p.history,
+            "losses": p.losses,
+        }
+        if rt.is_main and t.final_test:
+            metrics["test"] = final_test(trainer, cfg)
+            test = metrics["test"]
+            focus = test.get("focus", {}).get("accuracy")
+            print(f"test ({cfg.data.test_set}, beam {test['beam_size']}): BLEU {test['bleu']:.2f} "
+                  f"chrF {test['chrf']:.1f}" + (f" focus {focus:.2f}" if focus is not None else "")
+                  + f"\n  {test['bleu_signature']}")
+        if rt.is_main:
+            (run_dir / "metrics.json").write_text(json.dumps(metrics, indent=2))
+            if trainer.writer is not None:
+                final = {"hparam/best_valid_bleu": p.best_bleu}
+                if "test" in metrics:
+                    final["hparam/test_bleu"] = metrics["test"]["bleu"]
+                trainer.writer.add_hparams(hparams(cfg), final, run_name=".")
+                trainer.writer.close()
+            print(f"run folder: {run_dir}")
+        return metrics
+    finally:
+        teardown(rt)
+
+
+def hparams(cfg: DictConfig) -> dict[str, Any]:
+    """Scalar settings of the model and trainer, flattened for TensorBoard's HParams tab."""
+    flat: dict[str, Any] = {}
+    for group in ("model", "trainer", "tokenizer"):
+        for key, value in OmegaConf.to_container(cfg[group], resolve=True).items():  # type: ignore[union-attr]
+            if isinstance(value, (int, float, str, bool)):
+                flat[f"{group}.{key}"] = value
+    flat["data"] = cfg.data.name
+    return flat

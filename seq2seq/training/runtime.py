@@ -1,0 +1,109 @@
+"""Device, precision, threads, seeds and distribution, decided once per process.
+
+DDP is detected from the torchrun environment (RANK, WORLD_SIZE, LOCAL_RANK): NCCL on GPUs,
+gloo on CPUs. Only the main process (rank 0) logs, evaluates and writes files.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import random
+from dataclasses import dataclass
+
+import torch
+import torch.distributed as dist
+
+
+@dataclass(frozen=True)
+class Runtime:
+    device: torch.device
+    precision: str  # bf16 | fp16 | fp32
+    rank: int = 0
+    world_size: int = 1
+    local_rank: int = 0
+
+    @property
+    def distributed(self) -> bool:
+        return self.world_size > 1
+
+    @property
+    def is_main(self) -> bool:
+        return self.rank == 0
+
+    def autocast(self) -> contextlib.AbstractContextManager:
+        """Mixed precision for the forward pass; a no-op in fp32."""
+        if self.precision == "fp32":
+            return contextlib.nullcontext()
+        dtype = torch.bfloat16 if self.precision == "bf16" else torch.float16
+        return torch.autocast(device_type=self.device.type, dtype=dtype)
+
+    def grad_scaler(self) -> torch.amp.GradScaler | None:
+        """Loss scaling is needed for fp16 only; bf16 has the range of fp32."""
+        if self.precision != "fp16":
+            return None
+        return torch.amp.GradScaler(self.device.type)
+
+
+def pick_device(name: str = "auto", local_rank: int = 0) -> torch.device:
+    """auto: cuda > mps > cpu. Under torchrun each process takes the GPU of its local rank."""
+    if name != "auto":
+        return torch.device(name)
+    if torch.cuda.is_available():
+        return torch.device("cuda", local_rank)
+    if getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available():
+        return torch.device("mps")
+    return torch.device("cpu")
+
+
+def pick_precision(name: str, device: torch.device) -> str:
+    """auto: bf16 on CUDA that supports it, else fp16 on CUDA, fp32 elsewhere."""
+    if name not in ("auto", "bf16", "fp16", "fp32"):
+        raise ValueError(f"trainer.precision must be auto, bf16, fp16 or fp32, not {name!r}")
+    if name != "auto":
+        return name
+    if device.type == "cuda":
+        return "bf16" if torch.cuda.is_bf16_supported() else "fp16"
+    return "fp32"
+
+
+def seed_everything(seed: int) -> None:
+    random.seed(seed)
+    torch.manual_seed(seed)  # seeds CUDA too
+
+
+def setup_runtime(
+    device: str = "auto", precision: str = "auto", threads: int | None = None, seed: int = 0
+) -> Runtime:
+    """Set up this process: DDP group (if launched by torchrun), device, threads, seeds."""
+    rank = int(os.environ.get("RANK", 0))
+    world_size = int(os.environ.get("WORLD_SIZE", 1))
+    local_rank = int(os.environ.get("LOCAL_RANK", 0))
+    dev = pick_device(device, local_rank)
+    if world_size > 1 and not dist.is_initialized():
+        backend = "nccl" if dev.type == "cuda" else "gloo"
+        dist.init_process_group(backend=backend)
+    if dev.type == "cuda":
+        torch.cuda.set_device(dev)
+        torch.backends.cuda.matmul.allow_tf32 = True
+        torch.backends.cudnn.allow_tf32 = True
+    if threads:
+        torch.set_num_threads(threads)
+    elif world_size > 1 and dev.type == "cpu":
+        # CPU processes share the cores; oversubscription makes every one of them slower.
+        torch.set_num_threads(max(1, (os.cpu_count() or 1) // world_size))
+    # Same seed on every rank: the model starts identical everywhere (DDP also broadcasts it).
+    seed_everything(seed)
+    return Runtime(dev, pick_precision(precision, dev), rank, world_size, local_rank)
+
+
+def teardown(runtime: Runtime) -> None:
+    if runtime.distributed and dist.is_initialized():
+        dist.destroy_process_group()
+
+
+def all_reduce_sum(value: torch.Tensor, runtime: Runtime) -> torch.Tensor:
+    """Sum a tensor over all processes (a no-op for one process)."""
+    if runtime.distributed:
+        dist.all_reduce(value, op=dist.ReduceOp.SUM)
+    return value

@@ -1,0 +1,93 @@
+"""Corpus BLEU/chrF through sacrebleu, and BLEU by source length."""
+
+import pytest
+import sacrebleu
+
+from seq2seq.errors import UserError
+from seq2seq.evaluation.metrics import bleu_by_length, score
+
+HYPS = [
+    "Jane went to the store.",
+    "The cat sat on a mat.",
+    "I do not know it.",
+    "Berlin is big and beautiful.",
+]
+REFS = [
+    "Jane went to the shop.",
+    "The cat sat on the mat.",
+    "I don't know that.",
+    "Berlin is large and beautiful.",
+]
+
+
+def test_score_agrees_with_sacrebleu_called_directly():
+    scores = score(HYPS, REFS)
+    assert scores.bleu == pytest.approx(sacrebleu.corpus_bleu(HYPS, [REFS]).score)
+    assert scores.chrf == pytest.approx(sacrebleu.corpus_chrf(HYPS, [REFS]).score)
+    assert 0 < scores.bleu < 100
+    assert scores.n == 4
+
+
+def test_identical_hypotheses_score_100():
+    scores = score(REFS, REFS)
+    assert scores.bleu == pytest.approx(100.0)
+    assert scores.chrf == pytest.approx(100.0)
+
+
+def test_signatures_name_tokenizer_and_version():
+    scores = score(HYPS, REFS)
+    assert "tok:13a" in scores.bleu_signature
+    assert f"version:{sacrebleu.__version__}" in scores.bleu_signature
+    assert "nc:6" in scores.chrf_signature
+    assert set(scores.as_dict()) == {"bleu", "chrf", "bleu_signature", "chrf_signature", "n"}
+
+
+def test_tokenizer_is_passed_through():
+    scores = score(HYPS, REFS, tokenize="char")
+    assert "tok:char" in scores.bleu_signature
+    assert scores.bleu == pytest.approx(sacrebleu.corpus_bleu(HYPS, [REFS], tokenize="char").score)
+    assert scores.bleu != pytest.approx(score(HYPS, REFS).bleu)
+
+
+@pytest.mark.parametrize(
+    ("hyps", "refs", "message"),
+    [(["a"], ["a", "b"], "1 hypotheses but 2 references"), ([], [], "no sentences")],
+)
+def test_bad_pairs_are_user_errors(hyps, refs, message):
+    with pytest.raises(UserError, match=message):
+        score(hyps, refs)
+
+
+def test_unknown_tokenizer_is_a_user_error():
+    with pytest.raises(UserError, match="unknown BLEU tokenizer 'nope'.*13a"):
+        score(HYPS, REFS, tokenize="nope")
+
+
+def test_length_buckets_partition_the_corpus():
+    lengths = [1, 5, 6, 10, 16, 20, 21, 30, 31, 50, 0, 3]
+    sources = [" ".join(["w"] * n) for n in lengths]
+    hyps = [f"sentence number {i} here" for i in range(len(lengths))]
+    refs = [f"sentence number {i} there" for i in range(len(lengths))]
+    rows = bleu_by_length(sources, hyps, refs)
+    counts = {row["bucket"]: row["n"] for row in rows}
+    # 11-15 has no sentence and is omitted; the empty source counts in the first bucket
+    assert counts == {"1-5": 4, "6-10": 2, "16-20": 2, "21-30": 2, "31+": 2}
+    assert sum(counts.values()) == len(lengths)
+    assert [row["bucket"] for row in rows] == ["1-5", "6-10", "16-20", "21-30", "31+"]
+
+
+def test_length_buckets_omit_empty_and_score_each_bucket():
+    sources = ["a b", "a b c", " ".join(["w"] * 40)]
+    hyps = ["x y z w", "x y z w", "p q r s"]
+    refs = ["x y z w", "x y z w", "p q r t"]
+    rows = bleu_by_length(sources, hyps, refs, edges=(5, 10))
+    assert [row["bucket"] for row in rows] == ["1-5", "11+"]
+    assert rows[0] == {"bucket": "1-5", "n": 2, "bleu": pytest.approx(100.0)}
+    assert rows[1]["bleu"] == pytest.approx(score(hyps[2:], refs[2:]).bleu)
+
+
+def test_length_buckets_reject_bad_edges_and_mismatched_sources():
+    with pytest.raises(ValueError, match="strictly increasing"):
+        bleu_by_length(["a"], ["a"], ["a"], edges=(10, 5))
+    with pytest.raises(UserError, match="2 sources but 1 references"):
+        bleu_by_length(["a", "b"], ["a"], ["a"])

@@ -1,0 +1,172 @@
+"""End-to-end training on a tiny real corpus: run folder, resume, signals, safe checkpoints."""
+
+from __future__ import annotations
+
+import json
+import os
+import pickle
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+from omegaconf import OmegaConf
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+from seq2seq.errors import UserError
+from seq2seq.training import checkpoint as ckpt_module
+from seq2seq.training import loop as loop_module
+from seq2seq.training.checkpoint import load_checkpoint, save_checkpoint
+from seq2seq.training.loop import train
+from tests.tiny import tiny_config
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.mark.parametrize("model", ["bahdanau", "transformer"])
+def test_train_writes_the_run_folder(tmp_path: Path, model: str) -> None:
+    cfg = tiny_config(tmp_path, "trainer.max_steps=150", "trainer.eval_every=75",
+                      "trainer.lr=1e-2", "trainer.warmup_steps=10", model=model)
+    metrics = train(cfg)
+    run = tmp_path / "run"
+    for name in ("checkpoints/last.pt", "checkpoints/best.pt", "metrics.json", "test.hyp",
+                 "config.yaml"):
+        assert (run / name).is_file(), name
+    assert any((run / "tokenizer").iterdir())
+    assert metrics["steps"] == 150
+    saved = json.loads((run / "metrics.json").read_text())
+    assert saved["test"]["bleu_signature"].find("13a") >= 0
+    assert len((run / "test.hyp").read_text(encoding="utf-8").splitlines()) == 20
+    assert [row["step"] for row in saved["history"]] == [75, 150]
+    assert saved["test"]["bleu"] > 10  # the tiny corpus is learnt: names are copied
+    assert saved["test"]["focus"]["accuracy"] is not None
+    events = EventAccumulator(str(run / "tensorboard"), size_guidance={"images": 0}).Reload()
+    scalars = set(events.Tags()["scalars"])
+    assert {"train/loss", "train/ppl", "train/lr", "train/grad_norm", "train/tokens_per_s",
+            "valid/loss", "valid/bleu", "valid/chrf", "valid/focus_accuracy"} <= scalars
+    assert len(events.Images("attention/probe_0")) == 2  # one heatmap per evaluation
+    if model == "transformer":
+        assert len(events.Images("attention_heads/probe_0")) == 2
+
+
+def weights(path: Path) -> dict[str, torch.Tensor]:
+    return load_checkpoint(path)["model"]
+
+
+def test_resume_after_sigterm_is_exact(tmp_path: Path) -> None:
+    """N steps straight == (SIGTERM at some step k) + resume to N: same weights, same losses."""
+    steps = 150
+    common = [f"trainer.max_steps={steps}", "trainer.eval_every=1000", "trainer.log_every=1",
+              "trainer.final_test=false", "model.dropout=0.3"]
+    straight = tiny_config(tmp_path / "a", *common, data_root=tmp_path / "data")
+    train(straight)
+
+    killed_dir = tmp_path / "b"
+    killed = tiny_config(killed_dir, *common, "trainer.save_every=5", data_root=tmp_path / "data")
+    script = (
+        "import sys; from omegaconf import OmegaConf; from seq2seq.training.loop import train; "
+        "train(OmegaConf.load(sys.argv[1]))"
+    )
+    cfg_file = tmp_path / "killed.yaml"
+    cfg_file.write_text(OmegaConf.to_yaml(killed, resolve=True))
+    proc = subprocess.Popen([sys.executable, "-c", script, str(cfg_file)], cwd=ROOT,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    last = killed_dir / "run" / "checkpoints" / "last.pt"
+    deadline = time.monotonic() + 120
+    while not last.exists() and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.02)
+    proc.send_signal(signal.SIGTERM)
+    out, _ = proc.communicate(timeout=120)
+    assert proc.returncode == 0, out
+    assert "SIGTERM: saved" in out, out
+    stopped_at = load_checkpoint(last)["progress"]["step"]
+    assert 0 < stopped_at < steps
+
+    resumed = tiny_config(killed_dir, *common, "trainer.resume=true", data_root=tmp_path / "data")
+    train(resumed)
+    a, b = weights(tmp_path / "a" / "run/checkpoints/last.pt"), weights(last)
+    assert a.keys() == b.keys()
+    for name in a:
+        torch.testing.assert_close(a[name], b[name], rtol=0, atol=1e-6, msg=name)
+    losses_a = load_checkpoint(tmp_path / "a" / "run/checkpoints/last.pt")["progress"]["losses"]
+    losses_b = load_checkpoint(last)["progress"]["losses"]
+    assert [s for s, _ in losses_a] == [s for s, _ in losses_b] == list(range(1, steps + 1))
+    assert [v for _, v in losses_a] == pytest.approx([v for _, v in losses_b], abs=1e-6)
+
+
+def test_checkpoint_write_is_atomic(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = tmp_path / "last.pt"
+    save_checkpoint(path, {"model": {"w": torch.zeros(3)}})
+
+    def crash(*args: object) -> None:
+        raise OSError("disk pulled out between write and rename")
+
+    monkeypatch.setattr(ckpt_module.os, "replace", crash)
+    with pytest.raises(OSError):
+        save_checkpoint(path, {"model": {"w": torch.ones(3)}})
+    assert torch.equal(load_checkpoint(path)["model"]["w"], torch.zeros(3))
+    assert [p.name for p in tmp_path.iterdir()] == ["last.pt"]  # no temporary file left
+
+
+class RunsCode:
+    def __init__(self, marker: Path) -> None:
+        self.marker = marker
+
+    def __reduce__(self):
+        return (os.system, (f"touch {self.marker}",))
+
+
+def test_checkpoint_that_runs_code_is_refused(tmp_path: Path) -> None:
+    marker = tmp_path / "pwned"
+    path = tmp_path / "evil.pt"
+    with open(path, "wb") as f:
+        torch.save({"model": RunsCode(marker), "format_version": 1}, f)
+    with pytest.raises(UserError, match="refused to load"):
+        load_checkpoint(path)
+    assert not marker.exists()
+    pickle.loads(pickle.dumps(0))  # pickle itself still works: only the checkpoint was refused
+
+
+def test_corrupt_and_missing_checkpoints_are_clear(tmp_path: Path) -> None:
+    with pytest.raises(UserError, match="not found"):
+        load_checkpoint(tmp_path / "nope.pt")
+    bad = tmp_path / "bad.pt"
+    bad.write_bytes(b"not a checkpoint at all")
+    with pytest.raises(UserError, match="not a readable checkpoint"):
+        load_checkpoint(bad)
+
+
+def poison_losses(monkeypatch: pytest.MonkeyPatch, bad_calls: set[int] | None) -> None:
+    """Make the training loss NaN on the given training-step calls (None: from call 5 on)."""
+    real = loop_module.token_losses
+    calls = {"n": 0}
+
+    def losses(*args, **kwargs):
+        loss, nll = real(*args, **kwargs)
+        if not torch.is_grad_enabled():  # validation: untouched
+            return loss, nll
+        calls["n"] += 1
+        bad = calls["n"] >= 5 if bad_calls is None else calls["n"] in bad_calls
+        return (loss * float("nan"), nll) if bad else (loss, nll)
+
+    monkeypatch.setattr(loop_module, "token_losses", losses)
+
+
+def test_a_nan_loss_skips_the_step(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    poison_losses(monkeypatch, {3, 4})
+    cfg = tiny_config(tmp_path, "trainer.max_bad_steps=3", "trainer.final_test=false")
+    with pytest.warns(UserWarning, match="update skipped"):
+        metrics = train(cfg)
+    assert metrics["steps"] == 20  # the two skipped updates did not count
+    for value in load_checkpoint(tmp_path / "run/checkpoints/last.pt")["model"].values():
+        assert torch.isfinite(value).all()
+
+
+def test_repeated_nan_losses_stop_the_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    poison_losses(monkeypatch, None)
+    cfg = tiny_config(tmp_path, "trainer.max_bad_steps=3")
+    with pytest.raises(UserError, match="3 updates in a row"), pytest.warns(UserWarning):
+        train(cfg)

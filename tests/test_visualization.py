@@ -1,0 +1,152 @@
+"""Plot functions return figures with the right axes and labels, and PNGs are written."""
+
+import io
+import warnings
+
+import matplotlib
+import numpy as np
+import pytest
+import torch
+from matplotlib.figure import Figure
+
+from seq2seq.visualization import (
+    attention_heatmap,
+    bleu_bars,
+    bleu_curves,
+    figure_to_png,
+    head_grid,
+    length_plot,
+    side_by_side,
+)
+
+SRC = ["▁Jane", "▁ging", "▁in", "▁den", "▁La", "den", ".", "</s>"]
+TGT = ["▁Jane", "▁went", "▁to", "▁the", "▁store", ".", "</s>"]
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+def _attn(*shape: int) -> torch.Tensor:
+    return torch.softmax(torch.randn(*shape), dim=-1)
+
+
+def _labels(ticks) -> list[str]:
+    return [tick.get_text() for tick in ticks]
+
+
+def _render_strictly(fig: Figure) -> bytes:
+    """Draw the figure with every warning (e.g. a missing glyph) raised as an error."""
+    buffer = io.BytesIO()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        fig.savefig(buffer, format="png")
+    return buffer.getvalue()
+
+
+def test_agg_backend_is_selected():
+    assert matplotlib.get_backend().lower() == "agg"
+
+
+def test_attention_heatmap_has_pieces_as_ticks_and_a_colorbar():
+    attn = _attn(len(TGT), len(SRC))
+    fig = attention_heatmap(attn, SRC, TGT, title="probe 0")
+    assert isinstance(fig, Figure)
+    assert len(fig.axes) == 2  # heatmap + colorbar
+    ax = fig.axes[0]
+    assert _labels(ax.get_xticklabels()) == SRC
+    assert _labels(ax.get_yticklabels()) == TGT
+    image = ax.get_images()[0]
+    assert image.get_clim() == (0.0, 1.0)
+    np.testing.assert_allclose(image.get_array(), attn.numpy(), rtol=1e-6)
+    assert fig._suptitle.get_text() == "probe 0"
+
+
+def test_unicode_labels_render_without_missing_glyphs():
+    src = ["▁Laden", "▁über", "▁Straße", "▁café", "«", "»"]
+    fig = attention_heatmap(np.full((2, 6), 1 / 6), src, ["▁Ü", "ß"], title="ä ö ü")
+    assert _render_strictly(fig).startswith(PNG_MAGIC)
+
+
+def test_heatmap_rejects_labels_that_do_not_fit():
+    with pytest.raises(ValueError, match="does not match 7 target and 7 source labels"):
+        attention_heatmap(_attn(len(TGT), len(SRC)), SRC[:-1], TGT)
+
+
+def test_font_shrinks_for_long_sentences():
+    short = attention_heatmap(_attn(3, 3), SRC[:3], TGT[:3]).axes[0]
+    many = [f"▁w{i}" for i in range(60)]
+    long = attention_heatmap(_attn(60, 60), many, many).axes[0]
+    assert long.get_xticklabels()[0].get_fontsize() < short.get_xticklabels()[0].get_fontsize()
+
+
+def test_head_grid_has_one_panel_per_head():
+    fig = head_grid(_attn(6, len(TGT), len(SRC)), SRC, TGT, title="layer 2")
+    assert len(fig.axes) == 6 + 1  # six heads (grid cells left over are removed) + colorbar
+    heads = fig.axes[:6]
+    assert [ax.get_title() for ax in heads] == [f"head {h}" for h in range(6)]
+    assert all(_labels(ax.get_xticklabels()) == SRC for ax in heads)
+    # target labels on the first panel of each row (four per row)
+    assert _labels(heads[0].get_yticklabels()) == TGT
+    assert _labels(heads[4].get_yticklabels()) == TGT
+    assert _labels(heads[1].get_yticklabels()) == [""] * len(TGT)
+    assert _render_strictly(fig).startswith(PNG_MAGIC)
+
+
+def test_side_by_side_has_one_panel_per_variant():
+    luong_tgt = ["▁Jane", "▁goes", "</s>"]
+    fig = side_by_side(
+        {
+            "bahdanau": (_attn(len(TGT), len(SRC)), SRC, TGT),
+            "luong": (_attn(3, len(SRC)).numpy(), SRC, luong_tgt),
+        },
+        title="Jane ging in den Laden.",
+    )
+    assert len(fig.axes) == 3
+    bahdanau, luong = fig.axes[:2]
+    assert (bahdanau.get_title(), luong.get_title()) == ("bahdanau", "luong")
+    assert _labels(bahdanau.get_yticklabels()) == TGT
+    assert _labels(luong.get_yticklabels()) == luong_tgt
+    assert _labels(luong.get_xticklabels()) == SRC
+    with pytest.raises(ValueError, match="at least one"):
+        side_by_side({})
+
+
+def test_bleu_bars_label_each_variant():
+    fig = bleu_bars({"vanilla": 3.5, "bahdanau": 14.2, "transformer": 21.0}, "de→en test")
+    assert len(fig.axes) == 1
+    ax = fig.axes[0]
+    assert _labels(ax.get_xticklabels()) == ["vanilla", "bahdanau", "transformer"]
+    assert [patch.get_height() for patch in ax.patches] == [3.5, 14.2, 21.0]
+    assert ax.get_title() == "de→en test"
+
+
+def test_bleu_curves_draw_one_line_per_variant():
+    curves = {"vanilla": [(0.0, 0.0), (60.0, 2.0)], "luong": [(0.0, 0.0), (30.0, 4.0), (90.0, 9.0)]}
+    fig = bleu_curves(curves)
+    ax = fig.axes[0]
+    assert len(fig.axes) == 1
+    assert [line.get_label() for line in ax.get_lines()] == ["vanilla", "luong"]
+    assert list(ax.get_lines()[1].get_xdata()) == [0.0, 30.0, 90.0]
+    assert ax.get_xlabel() == "training time (s)"
+
+
+def test_length_plot_orders_buckets_by_length():
+    buckets = {
+        "vanilla": [
+            {"bucket": "1-5", "n": 3, "bleu": 20.0},
+            {"bucket": "31+", "n": 2, "bleu": 1.0},
+        ],
+        "bahdanau": [
+            {"bucket": "6-10", "n": 4, "bleu": 12.0},
+            {"bucket": "1-5", "n": 3, "bleu": 25.0},
+        ],
+    }
+    fig = length_plot(buckets)
+    ax = fig.axes[0]
+    assert len(fig.axes) == 1
+    assert _labels(ax.get_xticklabels()) == ["1-5", "6-10", "31+"]
+    assert len(ax.patches) == 2 * 3
+
+
+def test_figure_to_png_writes_a_png(tmp_path):
+    path = tmp_path / "plots" / "probe.png"
+    figure_to_png(attention_heatmap(_attn(3, 4), SRC[:4], TGT[:3]), path)
+    assert path.read_bytes()[:8] == PNG_MAGIC
