@@ -50,19 +50,17 @@ def length_penalty_factor(length: int, alpha: float) -> float:
     return ((5.0 + length) / 6.0) ** alpha
 
 
-def _max_lengths(src_mask: Tensor, max_len_a: float, max_len_b: int) -> Tensor:
-    """(B,) the most tokens (EOS excluded) each sentence may emit."""
-    src_lens = src_mask.sum(dim=1).tolist()
-    limits = [max(0, int(max_len_a * n + max_len_b)) for n in src_lens]
-    return torch.tensor(limits, dtype=torch.long, device=src_mask.device)
+def _max_lengths(src_mask: Tensor, max_len_a: float, max_len_b: int) -> list[int]:
+    """The most tokens (EOS excluded) each of the B sentences may emit."""
+    return [max(0, int(max_len_a * n + max_len_b)) for n in src_mask.sum(dim=1).tolist()]
 
 
-def _step_log_probs(logits: Tensor, force_eos: Tensor) -> Tensor:
+def _step_log_probs(logits: Tensor, force_eos: list[bool]) -> Tensor:
     """Log-probabilities of one step with PAD and BOS banned and EOS forced where asked.
 
     Args:
         logits: (N, V) scores from `decode_step`.
-        force_eos: (N,) True where only EOS may follow (the length limit is reached).
+        force_eos: N flags, True where only EOS may follow (the length limit is reached).
 
     Returns:
         (N, V) float32 log-probabilities; banned entries are -inf, the EOS entry keeps the
@@ -71,9 +69,12 @@ def _step_log_probs(logits: Tensor, force_eos: Tensor) -> Tensor:
     logp = torch.log_softmax(logits.float(), dim=-1)
     logp[:, PAD_ID] = float("-inf")
     logp[:, BOS_ID] = float("-inf")
-    eos_only = torch.full_like(logp, float("-inf"))
-    eos_only[:, EOS_ID] = logp[:, EOS_ID]
-    return torch.where(force_eos.unsqueeze(1), eos_only, logp)
+    if any(force_eos):
+        rows = torch.tensor(force_eos, device=logp.device)
+        eos = logp[rows, EOS_ID]
+        logp[rows] = float("-inf")
+        logp[rows, EOS_ID] = eos
+    return logp
 
 
 def _check_settings(beam_size: int, nbest: int) -> None:
@@ -108,16 +109,16 @@ def greedy_search(
         state = model.init_state(enc)
         batch = src_ids.size(0)
         device = src_ids.device
-        max_lens = _max_lengths(src_mask, max_len_a, max_len_b)  # (B,)
+        max_lens = _max_lengths(src_mask, max_len_a, max_len_b)
         prev = torch.full((batch,), BOS_ID, dtype=torch.long, device=device)
         scores = torch.zeros(batch, device=device)
         alive = torch.ones(batch, dtype=torch.bool, device=device)
         lengths = torch.zeros(batch, dtype=torch.long, device=device)  # emitted, EOS included
         step_tokens: list[Tensor] = []
         step_attn: list[Tensor] = []
-        for step in range(int(max_lens.max()) + 1):
+        for step in range(max(max_lens) + 1):
             logits, state, attn = model.decode_step(prev, state, enc)
-            logp = _step_log_probs(logits, step >= max_lens)  # (B, V)
+            logp = _step_log_probs(logits, [step >= m for m in max_lens])  # (B, V)
             tokens = logp.argmax(dim=-1)  # (B,)
             token_logp = logp.gather(1, tokens.unsqueeze(1)).squeeze(1)
             scores = torch.where(alive, scores + token_logp, scores)
@@ -163,10 +164,10 @@ def beam_search(
     Each step scores the K * V continuations of a sentence's K live beams by summed
     log-probability and takes the best 2K. A candidate ending in EOS among the first K of
     them finishes a hypothesis (ranked by the length-penalised score); the best K candidates
-    not ending in EOS become the next beams. A sentence stops once it holds K finished
-    hypotheses, or when its length limit forces EOS on every beam (fairseq's rule: no bound
-    on what live beams could still reach is used). Finished sentences leave the batch, so
-    later steps only run the ones still searching.
+    not ending in EOS become the next beams. A sentence stops at the step where it holds at
+    least K finished hypotheses, or when its length limit forces EOS on every beam (fairseq's
+    rule: no bound on what live beams could still reach is used). Finished sentences leave
+    the batch, so later steps only run the ones still searching.
 
     With beam_size=1 the result equals `greedy_search`.
 
@@ -193,7 +194,7 @@ def beam_search(
         enc = model.encode(src_ids, src_mask)
         enc = enc.reorder(torch.arange(batch, device=device).repeat_interleave(k))  # B*K rows
         state = model.init_state(enc)
-        max_lens = _max_lengths(src_mask, max_len_a, max_len_b)  # (B,) of live sentences
+        max_lens = _max_lengths(src_mask, max_len_a, max_len_b)  # of the live sentences
         masks = src_mask.cpu()
         sentence_ids = list(range(batch))  # original index of each live sentence
         finished: list[list[Hypothesis]] = [[] for _ in range(batch)]
@@ -205,11 +206,11 @@ def beam_search(
         history = torch.empty(batch * k, 0, dtype=torch.long, device=device)  # (N, t)
         attn_history: Tensor | None = None  # (N, t, S)
 
-        for step in range(int(max_lens.max()) + 1):
+        for step in range(max(max_lens) + 1):
             n = len(sentence_ids)
             logits, state, attn = model.decode_step(prev, state, enc)
-            at_limit = step >= max_lens  # (n,)
-            logp = _step_log_probs(logits, at_limit.repeat_interleave(k))  # (n*K, V)
+            at_limit = [step >= m for m in max_lens]
+            logp = _step_log_probs(logits, [a for a in at_limit for _ in range(k)])  # (n*K, V)
             vocab = logp.size(1)
             candidates = (scores.unsqueeze(2) + logp.view(n, k, vocab)).view(n, k * vocab)
             top_scores, top_index = candidates.topk(min(2 * k, k * vocab), dim=1)  # (n, 2K)
@@ -235,15 +236,12 @@ def beam_search(
                 penalty = length_penalty_factor(step + 1, length_penalty)
                 for j, s in enumerate(sent_pos.tolist()):
                     original = sentence_ids[s]
-                    if len(finished[original]) >= k:
-                        continue
                     attention = row_attn[j][:, masks[original]] if row_attn is not None else None
                     finished[original].append(
                         Hypothesis(row_tokens[j], row_scores[j] / penalty, attention)
                     )
 
-            done = at_limit.tolist()
-            done = [d or len(finished[o]) >= k for d, o in zip(done, sentence_ids, strict=True)]
+            done = [d or len(finished[o]) >= k for d, o in zip(at_limit, sentence_ids, strict=True)]
             if all(done):
                 break
 
@@ -271,7 +269,7 @@ def beam_search(
                 # Every row of a sentence holds the same encoder output: keep whole blocks.
                 blocks = (live_pos.unsqueeze(1) * k + torch.arange(k, device=device)).view(-1)
                 enc = enc.reorder(blocks)
-                max_lens = max_lens[live]
+                max_lens = [m for m, d in zip(max_lens, done, strict=True) if not d]
                 sentence_ids = [o for o, d in zip(sentence_ids, done, strict=True) if not d]
 
         return [sorted(hyps, key=lambda h: h.score, reverse=True)[:nbest] for hyps in finished]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import math
 from dataclasses import dataclass
 
@@ -168,8 +169,8 @@ def summary(results: list[list[Hypothesis]]) -> list[list[tuple[list[int], float
 #           top 2K = [ba .36, aE .24, aa .21, ab .15]; aE is among the first K: finished [a] .24;
 #           live ba, aa
 #   step 2: (b,a,EOS) .36*.9 = .324, (a,a,EOS) .21*.6 = .126, (a,a,b) .21*.4 = .084,
-#           (b,a,a) .36*.1 = .036; the first K both end: [b,a] .324 finishes; 2 finished: stop
-#           ((a,a,EOS) is not kept, the sentence already holds K).
+#           (b,a,a) .36*.1 = .036; the first K both end: [b,a] .324 and [a,a] .126 finish;
+#           3 >= K finished: stop. Best two: [b,a] .324, [a] .24.
 # Greedy takes a (.6) then EOS (.4): [a] with .24.
 SCRIPT_A = {
     (): {A: 0.6, B: 0.4},
@@ -199,11 +200,11 @@ def test_scripted_nbest_order_and_length_normalised_scores():
     #   step 1: top 2K = [ba .36, aE .24, aa .21, ab .15, bE .04, -inf]; first K: ba, aE, aa
     #           -> finished [a] .24; live ba, aa, ab
     #   step 2: (b,a,EOS) .324, (a,b,EOS) .15 (unscripted prefixes only allow EOS),
-    #           (a,a,EOS) .126, (a,a,b) .084, (b,a,a) .036; the first K all end: [b,a] and
-    #           [a,b] finish (3 finished, stop; (a,a,EOS) is not kept).
+    #           (a,a,EOS) .126, (a,a,b) .084, (b,a,a) .036; the first K all end: [b,a],
+    #           [a,b] and [a,a] finish (4 >= K finished, stop).
     # alpha = 1: scores are log p / ((5 + len) / 6), len counting EOS:
     #   [b,a]: ln .324 / (8/6) = -0.8453; [a]: ln .24 / (7/6) = -1.2232;
-    #   [a,b]: ln .15 / (8/6) = -1.4228.
+    #   [a,b]: ln .15 / (8/6) = -1.4228; [a,a]: ln .126 / (8/6) = -1.5536 (not in the best 3).
     model = ScriptedModel(SCRIPT_A, ONLY_EOS)
     src_ids, src_mask = pad([[7, 8, 9]])
     beam = beam_search(model, src_ids, src_mask, beam_size=3, length_penalty=1.0, nbest=3)
@@ -395,3 +396,62 @@ def test_bad_settings_are_reported():
 def test_test_models_satisfy_the_protocol():
     assert isinstance(TinyGRU(), Seq2SeqModel)
     assert isinstance(ScriptedModel({}, ONLY_EOS), Seq2SeqModel)
+
+
+def real_variant(name: str) -> nn.Module:
+    """A tiny, randomly initialised model of one of the project's variants, in eval mode."""
+    from seq2seq.config import RNNAttentionConfig, TransformerConfig, VanillaConfig
+    from seq2seq.models import build_model
+
+    rnn = {"emb_dim": 16, "hidden_size": 16, "dropout": 0.0}
+    configs = {
+        "vanilla": VanillaConfig(**rnn),
+        "bahdanau": RNNAttentionConfig(attn_dim=16, **rnn),
+        "luong": RNNAttentionConfig(name="luong", score="dot", **rnn),
+        "transformer": TransformerConfig(
+            d_model=16,
+            num_heads=2,
+            num_encoder_layers=2,
+            num_decoder_layers=2,
+            ff_dim=32,
+            dropout=0.0,
+            attn_dropout=0.0,
+        ),
+    }
+    return build_model(configs[name], src_vocab_size=20, tgt_vocab_size=20).eval()
+
+
+@pytest.mark.skipif(
+    importlib.util.find_spec("seq2seq.models.vanilla") is None
+    or importlib.util.find_spec("seq2seq.models.rnn_attention") is None
+    or importlib.util.find_spec("seq2seq.models.transformer") is None,
+    reason="the model variants (seq2seq/models/{vanilla,rnn_attention,transformer}.py) are missing",
+)
+@pytest.mark.parametrize("name", ["vanilla", "bahdanau", "luong", "transformer"])
+def test_search_on_the_real_variants(name: str):
+    model = real_variant(name)
+    sentences = random_sentences(8)
+    src_ids, src_mask = pad(sentences)
+    greedy = greedy_search(model, src_ids, src_mask, max_len_b=5)
+    beam_one = beam_search(model, src_ids, src_mask, beam_size=1, max_len_b=5)
+    assert [h[0].tokens for h in greedy] == [h[0].tokens for h in beam_one]
+
+    batched = beam_search(model, src_ids, src_mask, beam_size=3, nbest=3, max_len_b=5)
+    with torch.inference_mode():
+        for i in (0, 5):
+            n = len(sentences[i])
+            alone = beam_search(
+                model, src_ids[i : i + 1, :n], src_mask[i : i + 1, :n], 3, nbest=3, max_len_b=5
+            )[0]
+            assert [h.tokens for h in alone] == [h.tokens for h in batched[i]]
+            for hyp in batched[i]:
+                tgt_in = torch.tensor([[BOS_ID, *hyp.tokens]])
+                tgt_out = torch.tensor([[*hyp.tokens, EOS_ID]])
+                logits, attn = model(src_ids[i : i + 1, :n], src_mask[i : i + 1, :n], tgt_in)
+                logp = logits.log_softmax(-1).gather(2, tgt_out.unsqueeze(2)).sum().item()
+                penalty = length_penalty_factor(len(hyp.tokens) + 1, 1.0)
+                assert hyp.score == pytest.approx(logp / penalty, abs=1e-4)
+                if name == "vanilla":
+                    assert attn is None and hyp.attention is None
+                else:
+                    torch.testing.assert_close(hyp.attention, attn[0], atol=1e-5, rtol=1e-4)
