@@ -24,6 +24,7 @@ class DataConfig:
     src_lang: str = "de"
     tgt_lang: str = "en"
     test_set: str = MISSING  # the name every reported test score carries
+    bleu_tokenize: str | None = None  # sacrebleu tokenizer; None: 13a (ko-mecab for Korean)
     root: str | None = None  # where built corpora and tokenizers live; None: <project>/data
     # ding
     raw_path: str | None = None  # a Ding de-en file; None: /usr/share/trans/de-en, else apt-get
@@ -169,7 +170,7 @@ class CompareConfig:
     variants: list[str] = field(
         default_factory=lambda: ["vanilla", "bahdanau", "luong", "transformer"]
     )
-    max_time: float = 780.0  # seconds of training per variant
+    max_time: float = 720.0  # seconds of training per variant (4 variants: about an hour)
     out_dir: str = "results"
 
 
@@ -185,6 +186,33 @@ class Config:
     runs_root: str = "runs"  # one TensorBoard root for all runs
 
 
+@dataclass
+class EvaluateConfig:
+    """`python -m seq2seq.evaluate`: score a checkpoint on a split of its own corpus."""
+
+    ckpt: str = MISSING  # a checkpoint, e.g. runs/.../checkpoints/best.pt
+    split: str = "test"  # train | validation | test
+    beam_size: int | None = None  # None: the checkpoint's decoding.beam_size
+    batch_size: int | None = None  # sentences decoded at once; None: the checkpoint's
+    device: str = "auto"
+    output: str | None = None  # hypotheses file; None: <run>/<split>.beam<k>.hyp
+    tokenizer_dir: str | None = None  # None: <run>/tokenizer
+
+
+@dataclass
+class TranslateConfig:
+    """`python -m seq2seq.translate`: stdin (or a file) to stdout, one line per line."""
+
+    ckpt: str = MISSING
+    input: str | None = None  # a UTF-8 text file; None: stdin
+    beam_size: int | None = None  # None: the checkpoint's decoding.beam_size
+    nbest: int = 1  # > 1 prints `i ||| hypothesis ||| score` lines
+    batch_size: int | None = None  # None: the checkpoint's decoding.batch_size
+    device: str = "auto"
+    attention_dir: str | None = None  # one heatmap PNG per non-empty input line
+    tokenizer_dir: str | None = None  # None: <run>/tokenizer
+
+
 def register_configs() -> None:
     cs = ConfigStore.instance()
     cs.store(name="config_schema", node=Config)
@@ -195,3 +223,5 @@ def register_configs() -> None:
     cs.store(group="model", name="vanilla_schema", node=VanillaConfig)
     cs.store(group="model", name="rnn_attention_schema", node=RNNAttentionConfig)
     cs.store(group="model", name="transformer_schema", node=TransformerConfig)
+    cs.store(name="evaluate_schema", node=EvaluateConfig)
+    cs.store(name="translate_schema", node=TranslateConfig)

@@ -26,7 +26,7 @@ def reorder_tensors(obj: T, index: Tensor) -> T:
         value = getattr(obj, field.name)
         if isinstance(value, Tensor):
             changes[field.name] = value.index_select(0, index)
-        elif isinstance(value, (tuple, list)) and value and all(isinstance(v, Tensor) for v in value):
+        elif isinstance(value, (tuple, list)) and all(isinstance(v, Tensor) for v in value):
             changes[field.name] = type(value)(v.index_select(0, index) for v in value)
     return replace(obj, **changes)  # type: ignore[type-var]
 

@@ -48,8 +48,8 @@ def load_checkpoint(path: Path | str, map_location: str | torch.device = "cpu") 
     try:
         payload = torch.load(path, map_location=map_location, weights_only=True)
     except pickle.UnpicklingError as err:
-        lines = [ln.strip() for ln in str(err).splitlines()]
-        culprit = next((ln for ln in lines if "Unsupported global" in ln), lines[0] if lines else "")
+        lines = [ln.strip() for ln in str(err).splitlines()] or [type(err).__name__]
+        culprit = next((ln for ln in lines if "Unsupported global" in ln), lines[0])
         raise UserError(
             f"{path}: refused to load: the file holds objects other than tensors and plain "
             f"data, which could run code ({culprit[:160]})"

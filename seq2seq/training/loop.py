@@ -289,6 +289,7 @@ class Trainer:
         result = evaluate_split(
             self.model, self.data.tokenizer, self.data.splits["validation"], settings,
             self.rt.device, max_sentences=t.eval_max_sentences,
+            bleu_tokenize=self.cfg.data.bleu_tokenize,
         )
         row = {
             "step": step,
@@ -506,7 +507,7 @@ def final_test(trainer: Trainer, cfg: DictConfig) -> dict[str, Any]:
     settings = decode_settings(cfg, cfg.decoding.beam_size)
     start = time.monotonic()
     result = evaluate_split(trainer.model, trainer.data.tokenizer, trainer.data.splits["test"],
-                            settings, trainer.rt.device)
+                            settings, trainer.rt.device, bleu_tokenize=cfg.data.bleu_tokenize)
     seconds = time.monotonic() - start
     (trainer.run_dir / "test.hyp").write_text("\n".join(result.hypotheses) + "\n",
                                               encoding="utf-8")

@@ -20,7 +20,7 @@ def build_optimizer(
     weight_decay: float = 0.0,
     fused: bool = False,
 ) -> torch.optim.Optimizer:
-    """AdamW (fused kernels on CUDA); weight decay on weight matrices, not on biases or norm gains."""
+    """AdamW (fused kernels on CUDA); weight decay on weight matrices, not biases or norm gains."""
     decay, no_decay = [], []
     for name, param in model.named_parameters():
         if not param.requires_grad:
@@ -48,7 +48,9 @@ def learning_rate(
     if schedule == "inverse_sqrt":
         decay = math.sqrt(warmup_steps / step) if warmup_steps > 0 and step > warmup_steps else 1.0
         return base_lr * warmup * decay
-    raise ValueError(f"unknown trainer.schedule {schedule!r}: use constant, plateau or inverse_sqrt")
+    raise ValueError(
+        f"unknown trainer.schedule {schedule!r}: use constant, plateau or inverse_sqrt"
+    )
 
 
 @dataclass

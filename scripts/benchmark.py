@@ -1,0 +1,435 @@
+"""Training speed, decoding time, memory and (on CUDA) MFU of each model variant.
+
+    python scripts/benchmark.py --preset peer --variants bahdanau transformer --json bench.json
+    python scripts/benchmark.py --preset iwslt --device cuda --steps 50
+
+Every variant is measured in a fresh process (so peak memory is its own) with the real code:
+the config is composed from configs/ like `python -m seq2seq.train` would, the real
+`Trainer.train_step` runs on real Ding batches from `Trainer.epoch_batches`, and the Ding test
+split is decoded with `evaluator.decode_ids`, greedy and with beam 5.
+
+Presets (sizes; the data is always the offline Ding corpus):
+- peer: the sizes of ../shared/PEERS.md on Ding en->de (experiment=peer_rnn, peer_transformer;
+  Luong and vanilla at the same 256 sizes), for a one-to-one comparison with JoeyNMT.
+- iwslt: the IWSLT recipes (experiment=iwslt2017_de_en_*) on Ding de->en.
+
+Figures:
+- train tokens/s: real target tokens (EOS included, padding excluded) per second of
+  `train_step` (collate and host-to-device copy included), after 2 warmup steps; the median
+  over repeats, each repeat timing the same `--steps` batches.
+- padding: the share of padded positions (source and target, `pad_to_multiple` rounding
+  included) over the batches of one training epoch.
+- decode s: seconds to decode the test split, median over repeats, and the mean hypothesis
+  length. With random weights (no --checkpoint-dir) a hypothesis ends wherever EOS happens to
+  win, often only at the maximum length (1.5 * source + 10): not the times of a trained model.
+- peak memory: CPU, the process's maximum resident set size (ru_maxrss, data and tokenizer
+  included) after training and at the end; CUDA, torch.cuda.max_memory_allocated of training
+  and of decoding.
+- MFU (CUDA only): see FLOPS_METHOD.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+VARIANTS = ("vanilla", "bahdanau", "luong", "transformer")
+WARMUP_STEPS = 2
+
+# Config overrides per preset and variant (composed against configs/, like the CLI).
+PRESETS: dict[str, dict[str, list[str]]] = {
+    "peer": {
+        "vanilla": ["data=ding_en_de", "model=vanilla", "tokenizer.vocab_size=8000",
+                    "model.emb_dim=256", "model.hidden_size=256", "model.tie_embeddings=true"],
+        "bahdanau": ["experiment=peer_rnn"],
+        "luong": ["experiment=peer_rnn", "model=luong"],
+        "transformer": ["experiment=peer_transformer"],
+    },
+    "iwslt": {
+        "vanilla": ["experiment=iwslt2017_de_en_vanilla", "data=ding_de_en"],
+        "bahdanau": ["experiment=iwslt2017_de_en_bahdanau", "data=ding_de_en"],
+        "luong": ["experiment=iwslt2017_de_en_bahdanau", "model=luong", "data=ding_de_en"],
+        "transformer": ["experiment=iwslt2017_de_en_transformer", "data=ding_de_en"],
+    },
+}
+
+# Dense bf16 tensor-core peaks in TFLOPS (vendor data sheets), matched in this order against
+# torch.cuda.get_device_name(); --peak-tflops overrides.
+PEAK_BF16_TFLOPS: list[tuple[str, float]] = [
+    ("H200", 989.0),
+    ("H100 PCIe", 756.0),
+    ("H100", 989.0),
+    ("A100", 312.0),
+    ("A10G", 70.0),
+    ("A10", 125.0),
+    ("L40S", 362.0),
+    ("L40", 181.0),
+    ("L4", 121.0),
+    ("RTX 4090", 165.0),
+    ("RTX 3090", 71.0),
+]
+
+FLOPS_METHOD = (
+    "model FLOPs per target token = 6 * (non-embedding parameters + output projection) "
+    "[forward 2, backward 4 FLOPs per parameter and token; encoder parameters counted per "
+    "target token, as source and target lengths are alike] + attention FLOPs per target token "
+    "(forward x 3), computed on the padded shapes the kernels see: Transformer "
+    "4 * D * (L_enc * S^2 + L_dec * (T^2 + T * S)) per batch row (Q K^T and weights x V, "
+    "causal self-attention counted in full); RNN attention (S * T pairs per row) "
+    "2 * score width + 2 * K per pair (additive: attn_dim, dot/general: K = encoder state "
+    "size); vanilla none. MFU = FLOPs per token * tokens/s / the GPU's dense bf16 peak."
+)
+RANDOM_WEIGHTS_NOTE = (
+    "note: decoding uses random weights (no --checkpoint-dir): a hypothesis ends wherever EOS "
+    "happens to win, often only at the maximum length (1.5 * source + 10), so decode times "
+    "(see the mean hypothesis lengths) are not those of a trained model."
+)
+
+
+# ---- the worker: one variant, in its own process ------------------------------------------------
+def compose_variant(preset: str, variant: str, device: str, run_dir: str,
+                    overrides: list[str]) -> Any:
+    """The composed config of one variant of a preset."""
+    from hydra import compose, initialize_config_dir
+
+    from seq2seq.config import register_configs
+
+    register_configs()
+    with initialize_config_dir(config_dir=str(ROOT / "configs"), version_base="1.3"):
+        return compose("config", overrides=[*PRESETS[preset][variant], f"trainer.device={device}",
+                                            f"run_dir={run_dir}", *overrides])
+
+
+def padded_share(batches: list[list[int]], src_lens: list[int], tgt_lens: list[int],
+                 multiple: int) -> float:
+    """Padded positions over all positions of `batches` (EOS/BOS included, as `collate` pads)."""
+    positions = real = 0
+    for batch in batches:
+        src = [src_lens[i] + 1 for i in batch]
+        tgt = [tgt_lens[i] + 1 for i in batch]
+        src_len = -(-max(src) // multiple) * multiple
+        tgt_len = -(-max(tgt) // multiple) * multiple
+        positions += len(batch) * (src_len + tgt_len)
+        real += sum(src) + sum(tgt)
+    return 1.0 - real / positions if positions else 0.0
+
+
+def flop_parameters(model: Any) -> int:
+    """Parameters that cost 6 FLOPs per token: all but embedding tables, plus the output
+    projection (counted once even when it shares the target embedding's matrix)."""
+    from torch import nn
+
+    seen: set[int] = set()
+    total = 0
+    for module in model.modules():
+        if isinstance(module, nn.Embedding):
+            continue
+        for param in module.parameters(recurse=False):
+            if id(param) not in seen:
+                seen.add(id(param))
+                total += param.numel()
+    return total
+
+
+def attention_flops(model_cfg: Any, rows: int, src_len: int, tgt_len: int) -> float:
+    """Forward + backward attention FLOPs of one batch (see FLOPS_METHOD)."""
+    if model_cfg.name == "vanilla" or "score" not in model_cfg and "d_model" not in model_cfg:
+        return 0.0
+    if "d_model" in model_cfg:
+        per_row = 4 * model_cfg.d_model * (
+            model_cfg.num_encoder_layers * src_len**2
+            + model_cfg.num_decoder_layers * (tgt_len**2 + tgt_len * src_len)
+        )
+    else:
+        memory = model_cfg.hidden_size * (1 if model_cfg.score == "dot" else 2)
+        score_width = model_cfg.attn_dim if model_cfg.score == "additive" else memory
+        per_row = src_len * tgt_len * (2 * score_width + 2 * memory)
+    return 3.0 * rows * per_row
+
+
+def peak_tflops(device_name: str, override: float | None) -> float | None:
+    if override is not None:
+        return override
+    for key, tflops in PEAK_BF16_TFLOPS:
+        if key in device_name:
+            return tflops
+    return None
+
+
+def max_rss_mib() -> float:
+    import resource
+
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return rss / 2**20 if sys.platform == "darwin" else rss / 2**10  # bytes on macOS, else KiB
+
+
+def find_checkpoint(directory: Path, variant: str) -> Path:
+    """The newest best.pt under `directory` whose path has a folder named after the variant
+    (run folders are <runs_root>/<data>/<model>/<time>/checkpoints/best.pt)."""
+    from seq2seq.errors import UserError
+
+    found = [p for p in directory.rglob("best.pt") if variant in p.relative_to(directory).parts]
+    if not found:
+        raise UserError(f"--checkpoint-dir {directory}: no best.pt under a folder named {variant}")
+    return max(found, key=lambda p: p.stat().st_mtime)
+
+
+def measure(args: argparse.Namespace) -> dict[str, Any]:
+    """Measure one variant (args.worker) in this process."""
+    import torch
+
+    from seq2seq.corpus import prepare_data
+    from seq2seq.evaluation.evaluator import decode_ids
+    from seq2seq.training.loop import Trainer, decode_settings
+    from seq2seq.training.runtime import setup_runtime
+
+    variant = args.worker
+    with tempfile.TemporaryDirectory(prefix="benchmark-") as tmp:
+        cfg = compose_variant(args.preset, variant, args.device, tmp, args.overrides)
+        t = cfg.trainer
+        rt = setup_runtime(t.device, t.precision, t.threads, t.seed)
+        cuda = rt.device.type == "cuda"
+
+        def sync() -> None:
+            if cuda:
+                torch.cuda.synchronize(rt.device)
+
+        data = prepare_data(cfg.data, cfg.tokenizer, verbose=False)
+        trainer = Trainer(cfg, rt, data, Path(tmp))
+        split = trainer.train_split
+        epoch = trainer.epoch_batches(0)
+        need = WARMUP_STEPS + args.steps
+        batches = (epoch * math.ceil(need / len(epoch)))[:need]
+
+        if cuda:
+            torch.cuda.reset_peak_memory_stats(rt.device)
+        trainer.model.train()
+        for indices in batches[:WARMUP_STEPS]:
+            trainer.train_step([trainer.collate(split, indices)])
+        sync()
+        timed = batches[WARMUP_STEPS:]
+        rates = []
+        for _ in range(args.repeats):
+            tokens = 0
+            start = time.perf_counter()
+            for indices in timed:
+                tokens += max(trainer.train_step([trainer.collate(split, indices)])[2], 0)
+            sync()
+            rates.append(tokens / (time.perf_counter() - start))
+        train_peak = torch.cuda.max_memory_allocated(rt.device) / 2**20 if cuda else max_rss_mib()
+        trainer.optimizer.zero_grad(set_to_none=True)
+
+        # FLOPs of the timed batches, per real target token
+        param_flops = 6 * flop_parameters(trainer.model)
+        flops = tgt_tokens = 0.0
+        for indices in timed:
+            batch = trainer.collate(split, indices)
+            real = batch.num_tgt_tokens
+            flops += param_flops * real + attention_flops(
+                cfg.model, batch.num_sentences, batch.src.size(1), batch.tgt_out.size(1)
+            )
+            tgt_tokens += real
+        flops_per_token = flops / max(tgt_tokens, 1)
+        tokens_per_s = statistics.median(rates)
+
+        model, test = trainer.model, data.splits["test"]
+        sources = test.src_text[: args.decode_sentences]
+        src_ids = test.src_ids[: len(sources)]
+        checkpoint = None
+        if args.checkpoint_dir is not None:
+            from seq2seq.inference import load_for_inference
+
+            checkpoint = find_checkpoint(Path(args.checkpoint_dir), variant)
+            loaded = load_for_inference(checkpoint, rt.device)
+            model = loaded.model
+            src_ids = loaded.tokenizer.encode_src(sources)
+        if cuda:
+            torch.cuda.reset_peak_memory_stats(rt.device)
+        decode: dict[str, dict[str, float]] = {}
+        for name, beam in (("greedy", 1), ("beam5", 5)):
+            settings = decode_settings(cfg, beam)
+            seconds, lengths = [], []
+            for _ in range(args.repeats):
+                start = time.perf_counter()
+                hyps = decode_ids(model, src_ids, settings, rt.device)
+                sync()
+                seconds.append(time.perf_counter() - start)
+                lengths = [len(nbest[0].tokens) for nbest in hyps]
+            decode[name] = {
+                "seconds": statistics.median(seconds),
+                "mean_hyp_len": sum(lengths) / max(len(lengths), 1),
+            }
+        decode_peak = torch.cuda.max_memory_allocated(rt.device) / 2**20 if cuda else None
+        trainer.writer.close()
+
+        device_name = torch.cuda.get_device_name(rt.device) if cuda else "cpu"
+        peak = peak_tflops(device_name, args.peak_tflops) if cuda else None
+        return {
+            "variant": variant,
+            "model": cfg.model.name,
+            "data": cfg.data.name,
+            "test_set": cfg.data.test_set,
+            "device": str(rt.device),
+            "device_name": device_name,
+            "precision": rt.precision,
+            "threads": torch.get_num_threads(),
+            "torch": torch.__version__,
+            "parameters": trainer.num_parameters,
+            "vocab_size": data.tokenizer.tgt_vocab_size,
+            "batch_tokens": t.batch_tokens,
+            "train_batches_per_epoch": len(epoch),
+            "padding": padded_share(epoch, split.src_lens, split.tgt_lens, t.pad_to_multiple),
+            "train_steps": len(timed),
+            "train_tokens_per_s": tokens_per_s,
+            "train_tokens_per_s_runs": rates,
+            "flops_per_tgt_token": flops_per_token,
+            "peak_tflops": peak,
+            "mfu": flops_per_token * tokens_per_s / (peak * 1e12) if peak else None,
+            "decode_sentences": len(src_ids),
+            "decode": decode,
+            "checkpoint": str(checkpoint) if checkpoint else None,
+            "peak_mem_train_mib": train_peak,
+            "peak_mem_decode_mib": decode_peak,
+            "peak_mem_process_mib": max_rss_mib(),
+        }
+
+
+# ---- the driver: one subprocess per variant, a table, a JSON file -------------------------------
+def run_variant(variant: str, args: argparse.Namespace) -> dict[str, Any]:
+    with tempfile.TemporaryDirectory(prefix="benchmark-") as tmp:
+        out = Path(tmp) / "result.json"
+        command = [
+            sys.executable, str(Path(__file__).resolve()), "--worker", variant,
+            "--worker-out", str(out), "--preset", args.preset, "--steps", str(args.steps),
+            "--repeats", str(args.repeats), "--device", args.device,
+        ]
+        if args.checkpoint_dir is not None:
+            command += ["--checkpoint-dir", str(args.checkpoint_dir)]
+        if args.decode_sentences is not None:
+            command += ["--decode-sentences", str(args.decode_sentences)]
+        if args.peak_tflops is not None:
+            command += ["--peak-tflops", str(args.peak_tflops)]
+        command += args.overrides
+        print(f"== {variant}", file=sys.stderr, flush=True)
+        # The worker's progress lines go to stderr: stdout is kept for the table.
+        proc = subprocess.run(command, cwd=ROOT, stdout=sys.stderr, env=os.environ.copy())
+        if proc.returncode != 0 or not out.is_file():
+            return {"variant": variant, "error": f"worker exited with status {proc.returncode}"}
+        return json.loads(out.read_text())
+
+
+def percent(value: float | None) -> str:
+    return "n/a" if value is None else f"{100 * value:.1f}%"
+
+
+def table(results: list[dict[str, Any]]) -> str:
+    lines = [
+        "| variant | parameters | train tokens/s | MFU | padding | peak memory train (MiB) "
+        "| decode greedy (s) | decode beam 5 (s) | mean hyp. length greedy / beam 5 |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in results:
+        if "error" in r:
+            lines.append(f"| {r['variant']} | {r['error']} |" + " |" * 7)
+            continue
+        greedy, beam = r["decode"]["greedy"], r["decode"]["beam5"]
+        lines.append(
+            f"| {r['variant']} | {r['parameters'] / 1e6:.2f}M | {r['train_tokens_per_s']:,.0f} "
+            f"| {percent(r['mfu'])} "
+            f"| {r['padding']:.1%} | {r['peak_mem_train_mib']:,.0f} "
+            f"| {greedy['seconds']:.2f} | {beam['seconds']:.2f} "
+            f"| {greedy['mean_hyp_len']:.1f} / {beam['mean_hyp_len']:.1f} |"
+        )
+    return "\n".join(lines)
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        description="Training speed, decoding time, memory and MFU of each model variant "
+        "on the offline Ding corpus.",
+        epilog="Extra Hydra overrides (e.g. trainer.threads=2 trainer.compile=true) apply to "
+        "every variant.",
+    )
+    parser.add_argument("--preset", choices=sorted(PRESETS), default="peer",
+                        help="model sizes: peer (../shared/PEERS.md, Ding en->de) or iwslt "
+                        "(the IWSLT recipes, Ding de->en)")
+    parser.add_argument("--variants", nargs="+", choices=VARIANTS, default=list(VARIANTS))
+    parser.add_argument("--repeats", type=int, default=3, help="timed repeats; medians reported")
+    parser.add_argument("--steps", type=int, default=20,
+                        help="timed training steps per repeat (after 2 warmup steps)")
+    parser.add_argument("--device", default="auto", help="auto | cpu | cuda | cuda:N | mps")
+    parser.add_argument("--checkpoint-dir", type=Path, default=None,
+                        help="decode with the newest best.pt under DIR/**/<variant>/ instead "
+                        "of random weights")
+    parser.add_argument("--decode-sentences", type=int, default=None,
+                        help="decode only the first N test sentences (default: all 753)")
+    parser.add_argument("--peak-tflops", type=float, default=None,
+                        help="the GPU's dense bf16 peak for MFU (default: from a table)")
+    parser.add_argument("--json", type=Path, default=None, help="write the results here")
+    parser.add_argument("--worker", choices=VARIANTS, help=argparse.SUPPRESS)
+    parser.add_argument("--worker-out", type=Path, help=argparse.SUPPRESS)
+    parser.add_argument("overrides", nargs="*", help="Hydra overrides for every variant")
+    args = parser.parse_args(argv)
+    if args.steps < 1 or args.repeats < 1:
+        parser.error("--steps and --repeats must be at least 1")
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    if args.worker is not None:
+        from seq2seq.errors import UserError
+
+        try:
+            result = measure(args)
+        except UserError as err:
+            print(f"error: {err}", file=sys.stderr)
+            return 2
+        args.worker_out.write_text(json.dumps(result, indent=2))
+        return 0
+
+    results = [run_variant(variant, args) for variant in args.variants]
+    done = [r for r in results if "error" not in r]
+    print(f"\n## Benchmark, preset {args.preset}: {args.steps} timed steps x {args.repeats} "
+          f"repeats (medians)")
+    if done:
+        first = done[0]
+        print(f"device {first['device_name']} ({first['precision']}, {first['threads']} threads), "
+              f"torch {first['torch']}; data {', '.join(sorted({r['data'] for r in done}))}, "
+              f"decoding {first['decode_sentences']} sentences of "
+              f"{', '.join(sorted({r['test_set'] for r in done}))}\n")
+    print(table(results))
+    print()
+    if args.checkpoint_dir is None:
+        print(RANDOM_WEIGHTS_NOTE)
+    if any(r.get("mfu") is not None for r in done):
+        print(f"MFU method: {FLOPS_METHOD}")
+    elif any(r["device"].startswith("cuda") for r in done):
+        print("MFU: unknown GPU; pass --peak-tflops")
+    if args.json is not None:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps({
+            "preset": args.preset,
+            "steps": args.steps,
+            "repeats": args.repeats,
+            "warmup_steps": WARMUP_STEPS,
+            "random_weights": args.checkpoint_dir is None,
+            "flops_method": FLOPS_METHOD,
+            "results": {r["variant"]: r for r in results},
+        }, indent=2))
+        print(f"wrote {args.json}")
+    return 0 if len(done) == len(results) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

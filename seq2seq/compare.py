@@ -1,0 +1,215 @@
+"""`python -m seq2seq.compare [overrides]`: train every variant on the same data and budget,
+then write results/compare.{md,csv}, BLEU plots, the length study and the probe heatmaps.
+
+Overrides apply to every variant (e.g. `data=ding_en_de compare.max_time=300`);
+`compare.variants=[bahdanau,transformer]` picks the variants.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import subprocess
+import sys
+import time
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import torch
+from hydra import compose, initialize_config_dir
+from omegaconf import DictConfig
+
+from seq2seq.config import register_configs
+from seq2seq.corpus import encode_split
+from seq2seq.errors import exit_on_user_error
+from seq2seq.evaluation.evaluator import DecodeSettings, decode_ids, evaluate_split
+from seq2seq.evaluation.metrics import bleu_by_length
+from seq2seq.inference import load_for_inference
+from seq2seq.models.base import EOS_ID
+from seq2seq.training.loop import train
+from seq2seq.visualization import (
+    bleu_bars,
+    bleu_curves,
+    figure_to_png,
+    length_plot,
+    side_by_side,
+)
+
+CONFIG_DIR = Path(__file__).resolve().parents[1] / "configs"
+COLUMNS = [
+    "variant", "parameters", "steps", "train_time_s", "train_tokens_per_s", "valid_bleu",
+    "test_bleu_greedy", "test_bleu_beam5", "test_chrf_beam5", "focus_accuracy",
+    "focus_weight", "probe_translation",
+]
+
+
+def compose_variant(variant: str, overrides: list[str], run_dir: Path) -> DictConfig:
+    register_configs()
+    with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base="1.3"):
+        base = compose("config", overrides=overrides)
+        budget = [f"trainer.max_time={base.compare.max_time}", "trainer.progress=false"]
+        return compose(
+            "config", overrides=[*budget, *overrides, f"model={variant}", f"run_dir={run_dir}"]
+        )
+
+
+def tokens_per_second(run_dir: Path) -> float | None:
+    """Mean training speed from the run's TensorBoard scalars."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    events = EventAccumulator(str(run_dir / "tensorboard")).Reload()
+    if "train/tokens_per_s" not in events.Tags()["scalars"]:
+        return None
+    values = [e.value for e in events.Scalars("train/tokens_per_s")]
+    return sum(values) / len(values)
+
+
+def study_variant(variant: str, run_dir: Path, metrics: dict[str, Any]) -> dict[str, Any]:
+    """Greedy test BLEU, length buckets and the probe of a trained variant's best checkpoint."""
+    loaded = load_for_inference(run_dir / "checkpoints" / "best.pt", "cpu")
+    cfg = loaded.config
+    from seq2seq.data import load_corpus
+
+    corpus = load_corpus(cfg.data)
+    test = encode_split(loaded.tokenizer, corpus["test"]["src"], corpus["test"]["tgt"],
+                        cfg.tokenizer.max_src_len, cfg.tokenizer.max_tgt_len)
+    d = cfg.decoding
+    greedy = evaluate_split(
+        loaded.model, loaded.tokenizer, test,
+        DecodeSettings(1, d.length_penalty, d.max_len_a, d.max_len_b, 1, d.batch_size),
+        torch.device("cpu"), with_focus=False, bleu_tokenize=cfg.data.bleu_tokenize,
+    )
+    beam_hyps = (run_dir / "test.hyp").read_text(encoding="utf-8").splitlines()
+    buckets = bleu_by_length(test.src_text, beam_hyps, test.tgt_text,
+                             tokenize=cfg.data.bleu_tokenize)
+    probe = list(cfg.data.probe)[:1]
+    probe_row: dict[str, Any] = {}
+    if probe:
+        split = encode_split(loaded.tokenizer, probe, [""], 10_000, 10_000)
+        hyp = decode_ids(loaded.model, split.src_ids, DecodeSettings(beam_size=1),
+                         torch.device("cpu"))[0][0]
+        eos = loaded.tokenizer.tgt_pieces([EOS_ID])[0]
+        probe_row = {
+            "source": probe[0],
+            "translation": loaded.tokenizer.decode_tgt(hyp.tokens),
+            "attention": hyp.attention,
+            "src_pieces": loaded.tokenizer.src_pieces(split.src_ids[0]) + [eos],
+            "tgt_pieces": loaded.tokenizer.tgt_pieces(hyp.tokens) + [eos],
+        }
+    test_metrics = metrics["test"]
+    focus = test_metrics.get("focus") or {}
+    row = {
+        "variant": variant,
+        "parameters": metrics["parameters"],
+        "steps": metrics["steps"],
+        "train_time_s": metrics["train_time"],
+        "train_tokens_per_s": tokens_per_second(run_dir),
+        "valid_bleu": metrics["best_valid_bleu"],
+        "test_bleu_greedy": greedy.scores.bleu,
+        "test_bleu_beam5": test_metrics["bleu"],
+        "test_chrf_beam5": test_metrics["chrf"],
+        "focus_accuracy": focus.get("accuracy"),
+        "focus_weight": focus.get("mean_weight"),
+        "probe_translation": probe_row.get("translation", ""),
+    }
+    return {"row": row, "buckets": buckets, "probe": probe_row, "history": metrics["history"],
+            "signature": test_metrics["bleu_signature"], "test_set": test_metrics["test_set"],
+            "focus": focus}
+
+
+def fmt(value: Any) -> str:
+    if value is None:
+        return "–"
+    if isinstance(value, float):
+        return f"{value:,.2f}"
+    if isinstance(value, int):
+        return f"{value:,}"
+    return str(value)
+
+
+def write_report(out_dir: Path, studies: dict[str, dict[str, Any]], command: str) -> None:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    rows = [s["row"] for s in studies.values()]
+    with open(out_dir / "compare.csv", "w", newline="", encoding="utf-8") as f:
+        writer = csv.DictWriter(f, fieldnames=COLUMNS)
+        writer.writeheader()
+        writer.writerows(rows)
+    any_study = next(iter(studies.values()))
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
+                            text=True, check=False).stdout.strip() or "unknown"
+    lines = [
+        "# Variant comparison",
+        "",
+        f"{datetime.now():%Y-%m-%d %H:%M}, commit {commit}, {torch.get_num_threads()} CPU "
+        f"threads, `{command}`.",
+        f"Test set: {any_study['test_set']}. BLEU signature: `{any_study['signature']}`.",
+        "",
+        "| " + " | ".join(COLUMNS) + " |",
+        "|" + "---|" * len(COLUMNS),
+        *("| " + " | ".join(fmt(r[c]) for c in COLUMNS) + " |" for r in rows),
+        "",
+        "## Test BLEU (beam 5) by source length (words)",
+        "",
+    ]
+    bucket_names = [b["bucket"] for b in max((s["buckets"] for s in studies.values()), key=len)]
+    lines += ["| variant | " + " | ".join(bucket_names) + " |",
+              "|---|" + "---|" * len(bucket_names)]
+    for variant, s in studies.items():
+        by_name = {b["bucket"]: b for b in s["buckets"]}
+        lines.append(f"| {variant} | " + " | ".join(
+            fmt(by_name[n]["bleu"]) if n in by_name else "–" for n in bucket_names) + " |")
+    counts = {b["bucket"]: b["n"] for b in any_study["buckets"]}
+    lines.append("| sentences | " + " | ".join(fmt(counts.get(n)) for n in bucket_names) + " |")
+    heads = {v: s["focus"].get("heads") for v, s in studies.items() if s["focus"].get("heads")}
+    for variant, h in heads.items():
+        best = h["best_head"]
+        lines += ["", f"{variant}: best cross-attention head layer {best['layer']} head "
+                  f"{best['head']}: focus accuracy {fmt(best['accuracy'])}, mean weight "
+                  f"{fmt(best['mean_weight'])}; last-layer mean over heads: accuracy "
+                  f"{fmt(h['last_layer_mean']['accuracy'])}."]
+    lines += ["", "Plots: `compare_bleu.png`, `compare_curves.png`, `compare_length.png`, "
+              "`probe_attention.png`.", ""]
+    (out_dir / "compare.md").write_text("\n".join(lines), encoding="utf-8")
+
+    figure_to_png(bleu_bars({v: s["row"]["test_bleu_beam5"] for v, s in studies.items()},
+                            "test BLEU, beam 5"), out_dir / "compare_bleu.png")
+    figure_to_png(bleu_curves({v: [(h["time"], h["valid_bleu"]) for h in s["history"]]
+                               for v, s in studies.items()}), out_dir / "compare_curves.png")
+    figure_to_png(length_plot({v: s["buckets"] for v, s in studies.items()}),
+                  out_dir / "compare_length.png")
+    maps = {v: (s["probe"]["attention"], s["probe"]["src_pieces"], s["probe"]["tgt_pieces"])
+            for v, s in studies.items() if s["probe"].get("attention") is not None}
+    if maps:
+        figure_to_png(side_by_side(maps, title=any_study["probe"]["source"]),
+                      out_dir / "probe_attention.png")
+
+
+@exit_on_user_error
+def main(argv: list[str] | None = None) -> None:
+    overrides = list(sys.argv[1:] if argv is None else argv)
+    register_configs()
+    with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base="1.3"):
+        base = compose("config", overrides=overrides)
+    stamp = f"{datetime.now():%Y-%m-%d_%H-%M-%S}"
+    root = Path(base.runs_root) / "compare" / stamp
+    studies: dict[str, dict[str, Any]] = {}
+    for variant in base.compare.variants:
+        run_dir = root / variant
+        cfg = compose_variant(variant, overrides, run_dir)
+        print(f"=== {variant}: {cfg.trainer.max_time:.0f}s of training into {run_dir}")
+        start = time.monotonic()
+        metrics = train(cfg)
+        print(f"=== {variant} done in {time.monotonic() - start:.0f}s")
+        studies[variant] = study_variant(variant, run_dir, metrics)
+    out_dir = Path(base.compare.out_dir)
+    write_report(out_dir, studies, " ".join(["python -m seq2seq.compare", *overrides]))
+    (out_dir / "compare.json").write_text(json.dumps(
+        {v: {k: s[k] for k in ("row", "buckets", "history")} for v, s in studies.items()},
+        indent=2))
+    print((out_dir / "compare.md").read_text(encoding="utf-8"))
+    print(f"runs: {root} (make tensorboard overlays them)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,157 @@
+"""`python -m seq2seq.evaluate ckpt=PATH [split=test] [beam_size=K]`: score a checkpoint.
+
+Decodes a split of the corpus the checkpoint was trained on, with its tokenizer and decoding
+settings, through the same `evaluate_split` the training loop uses, so the test BLEU of a run
+is reproduced exactly. Prints BLEU and chrF with their sacrebleu signatures and the attention
+focus; writes the hypotheses and a metrics JSON next to the run (or where `output` says).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import hydra
+from omegaconf import DictConfig, OmegaConf
+
+from seq2seq.config import register_configs
+from seq2seq.corpus import SPLITS, encode_split
+from seq2seq.data import load_corpus
+from seq2seq.errors import UserError, exit_on_user_error
+from seq2seq.evaluation.evaluator import evaluate_split
+from seq2seq.evaluation.metrics import bleu_by_length
+from seq2seq.inference import load_for_inference, resolve_device, search_settings
+from seq2seq.models.base import count_parameters
+
+register_configs()
+
+
+def metrics_path(hypotheses: Path) -> Path:
+    """`<run>/test.beam5.hyp` -> `<run>/test.beam5.metrics.json`."""
+    return hypotheses.with_suffix(".metrics.json")
+
+
+def evaluate(
+    ckpt: str | Path,
+    split: str = "test",
+    beam_size: int | None = None,
+    batch_size: int | None = None,
+    device: str = "auto",
+    output: str | Path | None = None,
+    tokenizer_dir: str | Path | None = None,
+) -> dict[str, Any]:
+    """Decode and score one split with a checkpoint; write hypotheses and metrics JSON.
+
+    Args:
+        ckpt: the checkpoint, e.g. `<run>/checkpoints/best.pt`.
+        split: train, validation or test.
+        beam_size: beam size; None: the checkpoint's `decoding.beam_size` (1 is greedy).
+        batch_size: sentences decoded at once; None: the checkpoint's `decoding.batch_size`.
+        device: auto, cpu, cuda, cuda:N or mps.
+        output: the hypotheses file; None: `<run>/<split>.beam<k>.hyp`. The metrics go next
+            to it, `.hyp` replaced by `.metrics.json`.
+        tokenizer_dir: the tokenizer folder; None: `<run>/tokenizer`.
+
+    Returns:
+        The metrics written to the JSON file: BLEU, chrF, signatures, focus, BLEU by source
+        length, the split, test set name, beam size and file paths.
+
+    Raises:
+        UserError: an unknown split, a bad setting, or a checkpoint, tokenizer or corpus that
+            cannot be read.
+    """
+    if split not in SPLITS:
+        raise UserError(f"split={split!r} is unknown; use one of {', '.join(SPLITS)}")
+    loaded = load_for_inference(ckpt, resolve_device(device), tokenizer_dir)
+    cfg = loaded.config
+    settings = search_settings(cfg, beam_size, batch_size)
+    print(f"checkpoint {loaded.checkpoint}: {cfg.model.name}, "
+          f"{count_parameters(loaded.model) / 1e6:.2f}M parameters, step {loaded.step}, "
+          f"device {loaded.device}")
+    corpus = load_corpus(cfg.data)
+    rows = corpus[split]
+    encoded = encode_split(
+        loaded.tokenizer, rows["src"], rows["tgt"], cfg.tokenizer.max_src_len,
+        cfg.tokenizer.max_tgt_len,
+    )
+    start = time.monotonic()
+    result = evaluate_split(
+        loaded.model, loaded.tokenizer, encoded, settings, loaded.device,
+        bleu_tokenize=cfg.data.bleu_tokenize,
+    )
+    seconds = time.monotonic() - start
+    run_dir = loaded.checkpoint.parent.parent
+    hyp_path = Path(output) if output is not None else (
+        run_dir / f"{split}.beam{settings.beam_size}.hyp"
+    )
+    json_path = metrics_path(hyp_path)
+    metrics = {
+        **result.summary(),
+        "split": split,
+        "data": cfg.data.name,
+        "test_set": cfg.data.test_set if split == "test" else f"{cfg.data.name} {split}",
+        "beam_size": settings.beam_size,
+        "length_penalty": settings.length_penalty,
+        "bleu_by_length": bleu_by_length(
+            result.sources, result.hypotheses, result.references,
+            tokenize=cfg.data.bleu_tokenize,
+        ),
+        "truncated": encoded.truncated,
+        "decode_seconds": round(seconds, 2),
+        "checkpoint": str(loaded.checkpoint),
+        "step": loaded.step,
+        "hypotheses": str(hyp_path),
+    }
+    try:
+        hyp_path.parent.mkdir(parents=True, exist_ok=True)
+        hyp_path.write_text("".join(h + "\n" for h in result.hypotheses), encoding="utf-8")
+        json_path.write_text(json.dumps(metrics, indent=2, ensure_ascii=False) + "\n")
+    except OSError as err:
+        raise UserError(f"{err.filename}: cannot write ({err.strerror})") from None
+    print(report(metrics))
+    print(f"hypotheses: {hyp_path}\nmetrics: {json_path}")
+    return metrics
+
+
+def report(metrics: dict[str, Any]) -> str:
+    """The scores of `evaluate` as the lines it prints."""
+    lines = [
+        f"{metrics['test_set']} ({metrics['n']} sentences, beam {metrics['beam_size']}, "
+        f"{metrics['decode_seconds']:.1f}s):",
+        f"  BLEU {metrics['bleu']:.2f}  {metrics['bleu_signature']}",
+        f"  chrF {metrics['chrf']:.2f}  {metrics['chrf_signature']}",
+    ]
+    focus = metrics["focus"]
+    if not focus:
+        lines.append("  focus: none (the model has no attention)")
+    elif focus["accuracy"] is None:
+        lines.append("  focus: no copy-aligned target word to measure")
+    else:
+        lines.append(f"  focus accuracy {focus['accuracy']:.3f}, mean weight "
+                     f"{focus['mean_weight']:.3f} over {focus['n_words']} copied words")
+        heads = focus.get("heads")
+        if heads and heads["best_head"]["accuracy"] is not None:
+            best, last = heads["best_head"], heads["last_layer_mean"]
+            lines.append(f"  best head: layer {best['layer']} head {best['head']} accuracy "
+                         f"{best['accuracy']:.3f}; last-layer mean accuracy "
+                         f"{last['accuracy']:.3f}")
+    buckets = ", ".join(f"{row['bucket']}: {row['bleu']:.1f} ({row['n']})"
+                        for row in metrics["bleu_by_length"])
+    lines.append(f"  BLEU by source words: {buckets}")
+    if metrics["truncated"]:
+        lines.append(f"  {metrics['truncated']} sentences were truncated to the max length")
+    return "\n".join(lines)
+
+
+@hydra.main(config_path="../configs", config_name="evaluate", version_base="1.3")
+@exit_on_user_error
+def main(cfg: DictConfig) -> None:
+    if OmegaConf.is_missing(cfg, "ckpt"):
+        raise UserError("ckpt=PATH is required: the checkpoint to evaluate")
+    evaluate(**OmegaConf.to_container(cfg))  # type: ignore[arg-type]
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,224 @@
+"""evaluate and translate on a tiny model trained once: exact BLEU, stdin to stdout, bad input."""
+
+from __future__ import annotations
+
+import io
+import json
+import random
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from hydra import compose, initialize_config_dir
+from hydra.errors import ConfigCompositionException
+
+from seq2seq.config import register_configs
+from seq2seq.errors import UserError
+from seq2seq.inference import load_for_inference
+from seq2seq.models import build_model
+from seq2seq.tokenization import Tokenizer
+from seq2seq.training.checkpoint import load_checkpoint, save_checkpoint
+from seq2seq.training.loop import train
+from seq2seq.translate import translate
+from tests.tiny import CONFIG_DIR, tiny_config
+
+ROOT = Path(__file__).resolve().parents[1]
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A run folder of a tiny Bahdanau model that has learnt the tiny corpus."""
+    tmp = tmp_path_factory.mktemp("evaluate_translate")
+    cfg = tiny_config(tmp, "trainer.max_steps=150", "trainer.eval_every=75", "trainer.lr=1e-2",
+                      "trainer.warmup_steps=10")
+    train(cfg)
+    return tmp / "run"
+
+
+def cli(app: str, *args: str, stdin: bytes = b"") -> subprocess.CompletedProcess[bytes]:
+    return subprocess.run([sys.executable, "-m", f"seq2seq.{app}", *args], input=stdin,
+                          cwd=ROOT, capture_output=True, timeout=120)
+
+
+def test_evaluate_reproduces_the_test_bleu_of_training(run: Path) -> None:
+    trained = json.loads((run / "metrics.json").read_text())["test"]
+    proc = cli("evaluate", f"ckpt={run / 'checkpoints/best.pt'}", "split=test",
+               f"beam_size={trained['beam_size']}", "device=cpu")
+    stdout = proc.stdout.decode()
+    assert proc.returncode == 0, proc.stderr.decode()
+    out = run / f"test.beam{trained['beam_size']}.hyp"  # the default: next to the run
+    metrics = json.loads(out.with_suffix(".metrics.json").read_text())
+    assert metrics["bleu"] == trained["bleu"]
+    assert metrics["chrf"] == trained["chrf"]
+    assert out.read_text(encoding="utf-8") == (run / "test.hyp").read_text(encoding="utf-8")
+    assert metrics["test_set"] == "files-test" and metrics["beam_size"] == trained["beam_size"]
+    assert sum(row["n"] for row in metrics["bleu_by_length"]) == 20
+    assert f"BLEU {trained['bleu']:.2f}  {trained['bleu_signature']}" in stdout
+    assert f"chrF {trained['chrf']:.2f}  {trained['chrf_signature']}" in stdout
+    assert "files-test" in stdout and "focus accuracy" in stdout
+
+
+def test_translate_keeps_empty_lines_and_writes_heatmaps(run: Path, tmp_path: Path) -> None:
+    heatmaps = tmp_path / "attention"
+    proc = cli("translate", f"ckpt={run / 'checkpoints/best.pt'}", f"attention_dir={heatmaps}",
+               "device=cpu", stdin=b"Jane ging in den Laden.\n\nAnna sah den Park.\n")
+    assert proc.returncode == 0, proc.stderr.decode()
+    lines = proc.stdout.decode("utf-8").split("\n")
+    assert lines[-1] == "" and len(lines) == 4, lines  # three lines, each ended by "\n"
+    first, middle, last = lines[:3]
+    assert middle == ""
+    assert first.startswith("Jane") and last  # the tiny model copies the name
+    pngs = sorted(p.name for p in heatmaps.iterdir())
+    assert pngs == ["0001.png", "0003.png"]  # named by input line; the empty line has none
+    for name in pngs:
+        assert (heatmaps / name).read_bytes()[:8] == PNG_MAGIC
+    assert proc.stderr.decode() == ""
+
+
+def test_translate_truncates_a_very_long_line(
+    run: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    line = " ".join(["Jane ging in den Laden."] * 400)  # 2,000 words
+    out = io.BytesIO()
+    translate(run / "checkpoints/best.pt", device="cpu", stdin=io.BytesIO((line + "\n").encode()),
+              stdout=out)
+    assert len(out.getvalue().decode().splitlines()) == 1
+    stderr = capsys.readouterr().err
+    assert "warning: <stdin> line 1:" in stderr and "2000 words" in stderr
+    assert "truncated" in stderr and "max_src_len=256" in stderr
+
+
+def test_nbest_lines(run: Path) -> None:
+    out = io.BytesIO()
+    count = translate(run / "checkpoints/best.pt", beam_size=3, nbest=2, device="cpu",
+                      stdin=io.BytesIO(b"Jane ging in den Laden.\n\n"), stdout=out)
+    assert count == 2
+    rows = [line.split(" ||| ") for line in out.getvalue().decode().splitlines()]
+    assert [row[0] for row in rows] == ["0", "0", "1"]
+    assert rows[0][1] != rows[1][1]  # two different hypotheses
+    assert float(rows[0][2]) >= float(rows[1][2])  # best first
+    assert rows[2][1] == ""  # the empty line keeps its place
+
+
+BAD_INPUTS = {
+    # name: (app, argument builder, stdin, what the one line must name)
+    "missing checkpoint": ("translate", lambda run, tmp: [f"ckpt={tmp / 'nope.pt'}"], b"x\n",
+                           lambda run, tmp: str(tmp / "nope.pt")),
+    "corrupt checkpoint": ("evaluate", lambda run, tmp: [f"ckpt={tmp / 'random.pt'}"], b"",
+                           lambda run, tmp: str(tmp / "random.pt")),
+    "tokenizer gone": ("translate",
+                       lambda run, tmp: [f"ckpt={tmp / 'orphan/checkpoints/best.pt'}"], b"x\n",
+                       lambda run, tmp: str(tmp / "orphan/tokenizer")),
+    "invalid UTF-8": ("translate", lambda run, tmp: [f"ckpt={run / 'checkpoints/best.pt'}"],
+                      b"Jane ging in den Laden.\nAnna \xff\xfe sah\n", lambda run, tmp: "UTF-8"),
+    "unknown split": ("evaluate",
+                      lambda run, tmp: [f"ckpt={run / 'checkpoints/best.pt'}", "split=dev"], b"",
+                      lambda run, tmp: "split='dev'"),
+}
+
+
+@pytest.fixture(scope="module")
+def bad_runs(run: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple]:
+    """Every bad input of BAD_INPUTS run at once (the processes mostly wait on imports)."""
+    tmp = tmp_path_factory.mktemp("bad_inputs")
+    (tmp / "random.pt").write_bytes(bytes(random.Random(0).randrange(256) for _ in range(4096)))
+    orphan = tmp / "orphan" / "checkpoints" / "best.pt"  # its run folder lost the tokenizer
+    orphan.parent.mkdir(parents=True)
+    shutil.copy(run / "checkpoints/best.pt", orphan)
+    procs = {
+        case: subprocess.Popen(
+            [sys.executable, "-m", f"seq2seq.{app}", *args(run, tmp), "device=cpu"],
+            cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        )
+        for case, (app, args, _, _) in BAD_INPUTS.items()
+    }
+    results = {}
+    for case, proc in procs.items():
+        stdout, stderr = proc.communicate(BAD_INPUTS[case][2], timeout=120)
+        results[case] = (proc.returncode, stdout.decode(), stderr.decode(), tmp)
+    return results
+
+
+@pytest.mark.parametrize("case", list(BAD_INPUTS))
+def test_bad_input_is_one_clear_line(case: str, run: Path, bad_runs: dict[str, tuple]) -> None:
+    returncode, stdout, stderr, tmp = bad_runs[case]
+    assert returncode == 2, stderr
+    assert "Traceback" not in stderr
+    assert stderr.startswith("error: ") and stderr.count("\n") == 1, stderr
+    assert BAD_INPUTS[case][3](run, tmp) in stderr
+    if case == "invalid UTF-8":
+        assert "line 2" in stderr
+        assert stdout.count("\n") == 1  # the good line before it was translated
+
+
+def edited_checkpoint(run: Path, tmp_path: Path, edit) -> Path:
+    payload = load_checkpoint(run / "checkpoints/best.pt")
+    edit(payload)
+    path = tmp_path / "checkpoints" / "edited.pt"
+    save_checkpoint(path, payload)
+    shutil.copytree(run / "tokenizer", tmp_path / "tokenizer")
+    return path
+
+
+def test_a_tokenizer_of_another_run_is_refused(run: Path, tmp_path: Path) -> None:
+    def other_tokenizer(payload: dict) -> None:
+        payload["tokenizer"]["src_model_sha256"] = "0" * 64
+
+    path = edited_checkpoint(run, tmp_path, other_tokenizer)
+    with pytest.raises(UserError, match="not the tokenizer .*differs in src_model_sha256") as err:
+        load_for_inference(path, "cpu")
+    assert str(tmp_path / "tokenizer") in str(err.value) and "\n" not in str(err.value)
+
+
+def test_weights_that_do_not_fit_the_config_are_refused(run: Path, tmp_path: Path) -> None:
+    def wider(payload: dict) -> None:
+        payload["config"]["model"]["hidden_size"] = 48
+
+    path = edited_checkpoint(run, tmp_path, wider)
+    with pytest.raises(UserError, match="weights do not fit") as err:
+        load_for_inference(path, "cpu")
+    assert str(path) in str(err.value) and "\n" not in str(err.value)
+
+
+def test_loaded_model_is_the_trained_one(run: Path) -> None:
+    loaded = load_for_inference(run / "checkpoints/best.pt", "cpu")
+    assert not loaded.model.training
+    assert loaded.tokenizer.identity == Tokenizer.load(run / "tokenizer").identity
+    saved = load_checkpoint(run / "checkpoints/best.pt")["model"]
+    for name, value in loaded.model.state_dict().items():
+        assert torch.equal(value, saved[name]), name
+
+
+def test_vanilla_warns_once_and_writes_no_heatmap(
+    run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A model without attention translates and says once that it has no heatmaps."""
+    cfg = tiny_config(tmp_path, model="vanilla", data_root=run.parent / "data")
+    tokenizer = Tokenizer.load(run / "tokenizer")
+    model = build_model(cfg.model, tokenizer.src_vocab_size, tokenizer.tgt_vocab_size)
+    payload = load_checkpoint(run / "checkpoints/best.pt")
+    payload["model"] = model.state_dict()
+    payload["config"]["model"] = dict(cfg.model)
+    path = tmp_path / "checkpoints" / "vanilla.pt"
+    save_checkpoint(path, payload)
+    capsys.readouterr()
+    out = io.BytesIO()
+    translate(path, tokenizer_dir=run / "tokenizer", device="cpu", beam_size=1,
+              attention_dir=tmp_path / "attention", stdout=out,
+              stdin=io.BytesIO(b"Jane ging in den Laden.\nAnna sah den Park.\n"))
+    assert len(out.getvalue().decode().splitlines()) == 2
+    assert capsys.readouterr().err.count("has no attention") == 1
+    assert not (tmp_path / "attention").exists()
+
+
+@pytest.mark.parametrize("app", ["evaluate", "translate"])
+def test_a_misspelled_option_fails_at_compose_time(app: str) -> None:
+    register_configs()
+    with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base="1.3"):
+        assert compose(app, overrides=["ckpt=x.pt", "beam_size=3"]).beam_size == 3
+        with pytest.raises(ConfigCompositionException, match="beem_size"):
+            compose(app, overrides=["ckpt=x.pt", "beem_size=3"])

@@ -1,0 +1,335 @@
+"""Mechanism tests of the model variants: masks, attention sums, stepping == teacher forcing."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from omegaconf import OmegaConf
+from torch import Tensor, nn
+
+from seq2seq.config import RNNAttentionConfig, TransformerConfig, VanillaConfig
+from seq2seq.errors import UserError
+from seq2seq.models import build_model
+from seq2seq.models.attention import (
+    AdditiveAttention,
+    DotAttention,
+    GeneralAttention,
+    masked_softmax,
+)
+from seq2seq.models.base import BOS_ID, EOS_ID, PAD_ID, Seq2SeqModel
+from seq2seq.models.rnn_attention import AttentionRNN
+from seq2seq.models.transformer import Transformer
+from seq2seq.models.vanilla import VanillaSeq2Seq
+
+VOCAB = 17
+SRC_LENGTHS = [7, 4, 2]  # real tokens per row, EOS included; the batch is padded to 7
+TGT_LEN = 5
+
+RNN_VARIANTS = [
+    pytest.param(dict(score="additive", cell="gru"), id="bahdanau-gru"),
+    pytest.param(dict(score="additive", cell="lstm", num_layers=2), id="bahdanau-lstm-2layers"),
+    pytest.param(dict(score="dot", input_feeding=False, cell="gru"), id="luong-dot-gru"),
+    pytest.param(dict(score="dot", input_feeding=True, cell="lstm"), id="luong-dot-feed-lstm"),
+    pytest.param(dict(score="general", input_feeding=True, cell="gru"), id="luong-general-feed"),
+    pytest.param(
+        dict(score="general", input_feeding=False, cell="lstm", num_layers=2),
+        id="luong-general-lstm-2layers",
+    ),
+    pytest.param(
+        dict(score="dot", input_feeding=True, tie_embeddings=True), id="luong-dot-feed-tied"
+    ),
+]
+
+
+def make_batch(lengths: list[int] = SRC_LENGTHS) -> tuple[Tensor, Tensor, Tensor]:
+    """Source ids (ending with EOS, padded), source mask and a BOS-first target input."""
+    src = torch.full((len(lengths), max(lengths)), PAD_ID)
+    for row, length in enumerate(lengths):
+        src[row, : length - 1] = torch.randint(4, VOCAB, (length - 1,))
+        src[row, length - 1] = EOS_ID
+    tgt_in = torch.randint(4, VOCAB, (len(lengths), TGT_LEN))
+    tgt_in[:, 0] = BOS_ID
+    return src, src != PAD_ID, tgt_in
+
+
+def rnn_model(**overrides: object) -> AttentionRNN:
+    settings: dict = dict(emb_dim=8, hidden_size=12, attn_dim=10, dropout=0.3)
+    settings.update(overrides)
+    return AttentionRNN(src_vocab_size=VOCAB, tgt_vocab_size=VOCAB, **settings).eval()
+
+
+def vanilla_model(**overrides: object) -> VanillaSeq2Seq:
+    settings: dict = dict(emb_dim=8, hidden_size=12, dropout=0.3)
+    settings.update(overrides)
+    return VanillaSeq2Seq(src_vocab_size=VOCAB, tgt_vocab_size=VOCAB, **settings).eval()
+
+
+def transformer_model(**overrides: object) -> Transformer:
+    settings: dict = dict(
+        d_model=16, num_heads=4, num_encoder_layers=2, num_decoder_layers=2, ff_dim=32
+    )
+    settings.update(overrides)
+    return Transformer(src_vocab_size=VOCAB, tgt_vocab_size=VOCAB, **settings).eval()
+
+
+def step_through(model: nn.Module, src: Tensor, mask: Tensor, tgt_in: Tensor):
+    """Decode tgt_in one token at a time; returns logits (B, T, V) and attention or None."""
+    enc = model.encode(src, mask)
+    state = model.init_state(enc)
+    logits, attn = [], []
+    for t in range(tgt_in.size(1)):
+        step_logits, state, step_attn = model.decode_step(tgt_in[:, t], state, enc)
+        logits.append(step_logits)
+        attn.append(step_attn)
+    if attn[0] is None:
+        return torch.stack(logits, 1), None
+    return torch.stack(logits, 1), torch.stack(attn, 1)
+
+
+def assert_valid_attention(weights: Tensor, mask: Tensor) -> None:
+    """weights (B, ..., S): exactly zero at padding, every row sums to 1."""
+    pad = ~mask.view(mask.size(0), *([1] * (weights.dim() - 2)), mask.size(1)).expand_as(weights)
+    assert torch.equal(weights[pad], torch.zeros_like(weights[pad]))
+    sums = weights.sum(dim=-1)
+    assert torch.allclose(sums, torch.ones_like(sums), atol=1e-5)
+
+
+# ---------------------------------------------------------------- attention modules
+
+
+def test_masked_softmax_gives_exact_zeros_even_for_huge_scores():
+    scores = torch.tensor([[1e30, -1e30, 5.0, 1e30]])
+    mask = torch.tensor([[False, True, True, False]])
+    weights = masked_softmax(scores, mask)
+    assert weights[0, 0].item() == 0.0 and weights[0, 3].item() == 0.0
+    assert weights.sum().item() == pytest.approx(1.0)
+    assert weights[0, 2] > 0.99
+
+
+@pytest.mark.parametrize(
+    "attention",
+    [AdditiveAttention(6, 6, 5), DotAttention(), GeneralAttention(6, 6)],
+    ids=["additive", "dot", "general"],
+)
+def test_attention_one_step_and_all_steps_agree(attention: nn.Module):
+    _, mask, _ = make_batch()
+    states = torch.randn(mask.size(0), mask.size(1), 6)
+    keys = attention.project_keys(states)
+    queries = torch.randn(mask.size(0), 4, 6)  # (B, T, Q)
+    context, weights = attention(queries, keys, states, mask)
+    assert context.shape == (3, 4, 6) and weights.shape == (3, 4, mask.size(1))
+    assert_valid_attention(weights, mask)
+    for t in range(4):
+        step_context, step_weights = attention(queries[:, t], keys, states, mask)
+        assert torch.allclose(step_weights, weights[:, t], atol=1e-6)
+        assert torch.allclose(step_context, context[:, t], atol=1e-6)
+
+
+# ---------------------------------------------------------------- recurrent models
+
+
+@pytest.mark.parametrize("settings", RNN_VARIANTS)
+def test_rnn_attention_masks_padding_and_sums_to_one(settings: dict):
+    model = rnn_model(**settings)
+    src, mask, tgt_in = make_batch()
+    logits, attn = model(src, mask, tgt_in)
+    assert logits.shape == (3, TGT_LEN, VOCAB)
+    assert attn is not None and attn.shape == (3, TGT_LEN, src.size(1))
+    assert_valid_attention(attn, mask)
+
+
+@pytest.mark.parametrize("settings", RNN_VARIANTS)
+def test_rnn_attention_stepping_equals_teacher_forcing(settings: dict):
+    model = rnn_model(**settings)
+    src, mask, tgt_in = make_batch()
+    logits, attn = model(src, mask, tgt_in)
+    step_logits, step_attn = step_through(model, src, mask, tgt_in)
+    assert torch.allclose(step_logits, logits, atol=1e-4)
+    assert torch.allclose(step_attn, attn, atol=1e-4)
+    assert_valid_attention(step_attn, mask)
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: vanilla_model(),
+        lambda: vanilla_model(cell="lstm", bidirectional=False, num_layers=2),
+        lambda: rnn_model(score="additive"),
+        lambda: rnn_model(score="dot", input_feeding=False, cell="lstm"),
+        lambda: transformer_model(),
+    ],
+    ids=["vanilla-bi-gru", "vanilla-lstm-2layers", "bahdanau", "luong-dot-lstm", "transformer"],
+)
+def test_extra_padding_changes_nothing(make):
+    """Final states sit at the real last token and padding is invisible: same output."""
+    model = make()
+    src, mask, tgt_in = make_batch()
+    logits, _ = model(src, mask, tgt_in)
+    padded = torch.cat([src, torch.full((3, 4), PAD_ID)], dim=1)
+    padded_logits, padded_attn = model(padded, padded != PAD_ID, tgt_in)
+    assert torch.allclose(padded_logits, logits, atol=1e-5)
+    if padded_attn is not None:
+        assert torch.equal(padded_attn[..., src.size(1) :], torch.zeros(3, TGT_LEN, 4))
+
+
+def test_vanilla_has_no_attention_and_stepping_equals_teacher_forcing():
+    model = vanilla_model(num_layers=2)
+    src, mask, tgt_in = make_batch()
+    logits, attn = model(src, mask, tgt_in)
+    assert attn is None
+    assert model(src, mask, tgt_in, need_attn=False)[1] is None
+    step_logits, step_attn = step_through(model, src, mask, tgt_in)
+    assert step_attn is None
+    assert torch.allclose(step_logits, logits, atol=1e-4)
+
+
+def test_vanilla_decoder_sees_the_source_only_through_its_final_state():
+    """Two sources with the same context vector c give the same translation logits."""
+    model = vanilla_model()
+    src, mask, tgt_in = make_batch()
+    enc = model.encode(src, mask)
+    other = model.encode(torch.flip(src, dims=[0]), torch.flip(mask, dims=[0]))
+    other.final = enc.final
+    logits, _ = step_through(model, src, mask, tgt_in)
+    state = model.init_state(other)
+    step_logits, _, _ = model.decode_step(tgt_in[:, 0], state, other)
+    assert torch.allclose(step_logits, logits[:, 0], atol=1e-6)
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: vanilla_model(cell="lstm"),
+        lambda: rnn_model(score="additive", cell="lstm"),
+        lambda: rnn_model(score="general", input_feeding=True),
+        lambda: transformer_model(),
+    ],
+    ids=["vanilla", "bahdanau", "luong-feed", "transformer"],
+)
+def test_state_reorder_follows_the_batch(make):
+    """What beam search relies on: reorder(index) makes the state of the reordered batch."""
+    model = make()
+    src, mask, tgt_in = make_batch()
+    index = torch.tensor([2, 0, 0, 1])
+    enc = model.encode(src, mask)
+    state = model.init_state(enc)
+    _, state, _ = model.decode_step(tgt_in[:, 0], state, enc)
+    state = state.reorder(index)
+    enc = enc.reorder(index)
+    logits, _, _ = model.decode_step(tgt_in[index, 1], state, enc)
+    expected, _ = model(src[index], mask[index], tgt_in[index, :2])
+    assert torch.allclose(logits, expected[:, 1], atol=1e-4)
+
+
+def test_unknown_cell_or_score_is_a_user_error():
+    with pytest.raises(UserError, match="model.cell='rnn'"):
+        rnn_model(cell="rnn")
+    with pytest.raises(UserError, match="model.score='concat'"):
+        rnn_model(score="concat")
+
+
+# ---------------------------------------------------------------- transformer
+
+
+@pytest.mark.parametrize("pre_norm", [True, False], ids=["pre-norm", "post-norm"])
+def test_transformer_every_head_masks_padding_and_sums_to_one(pre_norm: bool):
+    model = transformer_model(pre_norm=pre_norm)
+    src, mask, tgt_in = make_batch()
+    weights = model.cross_attention(src, mask, tgt_in)
+    assert weights.shape == (2, 3, 4, TGT_LEN, src.size(1))  # (L, B, H, T, S)
+    for layer in weights:
+        assert_valid_attention(layer, mask)
+    _, attn = model(src, mask, tgt_in)
+    assert torch.allclose(attn, weights[-1].mean(dim=1), atol=1e-6)
+    assert_valid_attention(attn, mask)
+
+
+def test_transformer_future_tokens_do_not_change_earlier_logits():
+    model = transformer_model()
+    src, mask, tgt_in = make_batch()
+    logits, _ = model(src, mask, tgt_in)
+    changed = tgt_in.clone()
+    changed[:, 3:] = torch.randint(4, VOCAB, (3, TGT_LEN - 3))
+    changed_logits, _ = model(src, mask, changed)
+    assert torch.allclose(changed_logits[:, :3], logits[:, :3], atol=1e-6)
+    assert not torch.allclose(changed_logits[:, 3:], logits[:, 3:], atol=1e-3)
+
+
+@pytest.mark.parametrize("pre_norm", [True, False], ids=["pre-norm", "post-norm"])
+def test_transformer_cached_stepping_equals_full_forward(pre_norm: bool):
+    model = transformer_model(pre_norm=pre_norm)
+    src, mask, tgt_in = make_batch()
+    logits, attn = model(src, mask, tgt_in)
+    step_logits, step_attn = step_through(model, src, mask, tgt_in)
+    assert torch.allclose(step_logits, logits, atol=1e-4)
+    assert torch.allclose(step_attn, attn, atol=1e-4)
+
+    enc = model.encode(src, mask)
+    state = model.init_state(enc)
+    for t in range(TGT_LEN):
+        _, state, _ = model.decode_step(tgt_in[:, t], state, enc)
+    assert all(k.shape == (3, 4, TGT_LEN, 4) for k in state.self_keys)  # one cached entry a step
+
+
+@pytest.mark.parametrize("pre_norm", [True, False], ids=["pre-norm", "post-norm"])
+def test_transformer_fused_and_explicit_attention_agree(pre_norm: bool):
+    model = transformer_model(pre_norm=pre_norm)
+    src, mask, tgt_in = make_batch()
+    fused, no_attn = model(src, mask, tgt_in, need_attn=False)
+    explicit, attn = model(src, mask, tgt_in, need_attn=True)
+    assert no_attn is None and attn is not None
+    assert torch.allclose(fused, explicit, atol=1e-4)
+
+
+def test_transformer_tied_embeddings_share_one_parameter():
+    tied = transformer_model(tie_embeddings=True)
+    assert tied.src_emb.weight is tied.tgt_emb.weight is tied.generator.weight
+    untied = transformer_model(tie_embeddings=False)
+    assert untied.src_emb.weight is not untied.tgt_emb.weight
+    saved = VOCAB * 16 * 2  # one source embedding and one output projection
+    total = sum(p.numel() for p in tied.parameters())
+    assert sum(p.numel() for p in untied.parameters()) == total + saved
+
+    with torch.no_grad():
+        tied.generator.weight[5].add_(1.0)
+    assert torch.equal(tied.src_emb.weight[5], tied.generator.weight[5])
+
+
+def test_transformer_tied_embeddings_need_one_vocabulary():
+    with pytest.raises(ValueError, match="joint vocabulary") as raised:
+        Transformer(src_vocab_size=VOCAB, tgt_vocab_size=VOCAB + 1, d_model=16, num_heads=4)
+    assert isinstance(raised.value, UserError)
+    Transformer(
+        src_vocab_size=VOCAB, tgt_vocab_size=VOCAB + 1, d_model=16, num_heads=4,
+        tie_embeddings=False,
+    )
+
+
+# ---------------------------------------------------------------- building from configs
+
+
+@pytest.mark.parametrize(
+    ("schema", "settings", "model_class"),
+    [
+        (VanillaConfig, dict(emb_dim=8, hidden_size=12), VanillaSeq2Seq),
+        (RNNAttentionConfig, dict(emb_dim=8, hidden_size=12, attn_dim=8), AttentionRNN),
+        (
+            RNNAttentionConfig,
+            dict(name="luong", score="dot", input_feeding=False, emb_dim=8, hidden_size=12),
+            AttentionRNN,
+        ),
+        (TransformerConfig, dict(d_model=16, num_heads=2, ff_dim=32), Transformer),
+    ],
+    ids=["vanilla", "bahdanau", "luong", "transformer"],
+)
+def test_build_model_from_the_config_schemas(schema, settings, model_class, capsys):
+    cfg = OmegaConf.merge(OmegaConf.structured(schema), settings)
+    model = build_model(cfg, src_vocab_size=VOCAB, tgt_vocab_size=VOCAB)
+    assert isinstance(model, model_class) and isinstance(model, Seq2SeqModel)
+    assert model.pad_id == PAD_ID and model.tgt_vocab_size == VOCAB
+    assert model.name == cfg.name
+    assert capsys.readouterr().out.startswith(f"model: {cfg.name}, 0.")
+
+    src, mask, tgt_in = make_batch()
+    logits, _ = model.eval()(src, mask, tgt_in)
+    assert logits.shape == (3, TGT_LEN, VOCAB)
