@@ -143,17 +143,17 @@ def flop_parameters(model: Any) -> int:
 
 def attention_flops(model_cfg: Any, rows: int, src_len: int, tgt_len: int) -> float:
     """Forward + backward attention FLOPs of one batch (see FLOPS_METHOD)."""
-    if model_cfg.name == "vanilla" or "score" not in model_cfg and "d_model" not in model_cfg:
-        return 0.0
-    if "d_model" in model_cfg:
+    if "d_model" in model_cfg:  # Transformer
         per_row = 4 * model_cfg.d_model * (
             model_cfg.num_encoder_layers * src_len**2
             + model_cfg.num_decoder_layers * (tgt_len**2 + tgt_len * src_len)
         )
-    else:
+    elif "score" in model_cfg:  # RNN with attention
         memory = model_cfg.hidden_size * (1 if model_cfg.score == "dot" else 2)
         score_width = model_cfg.attn_dim if model_cfg.score == "additive" else memory
         per_row = src_len * tgt_len * (2 * score_width + 2 * memory)
+    else:  # vanilla: no attention
+        return 0.0
     return 3.0 * rows * per_row
 
 
@@ -189,6 +189,7 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
     import torch
 
     from seq2seq.corpus import prepare_data
+    from seq2seq.errors import UserError
     from seq2seq.evaluation.evaluator import decode_ids
     from seq2seq.training.loop import Trainer, decode_settings
     from seq2seq.training.runtime import setup_runtime
@@ -247,10 +248,13 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
         src_ids = test.src_ids[: len(sources)]
         checkpoint = None
         if args.checkpoint_dir is not None:
-            from seq2seq.inference import load_for_inference
+            from seq2seq.inference import load_for_inference  # only needed with checkpoints
 
             checkpoint = find_checkpoint(Path(args.checkpoint_dir), variant)
             loaded = load_for_inference(checkpoint, rt.device)
+            if loaded.config.data.name != cfg.data.name:
+                raise UserError(f"{checkpoint}: trained on {loaded.config.data.name}, but preset "
+                                f"{args.preset} decodes {cfg.data.name}")
             model = loaded.model
             src_ids = loaded.tokenizer.encode_src(sources)
         if cuda:
@@ -358,7 +362,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         description="Training speed, decoding time, memory and MFU of each model variant "
         "on the offline Ding corpus.",
         epilog="Extra Hydra overrides (e.g. trainer.threads=2 trainer.compile=true) apply to "
-        "every variant.",
+        "every variant; put them before --variants, or after --.",
     )
     parser.add_argument("--preset", choices=sorted(PRESETS), default="peer",
                         help="model sizes: peer (../shared/PEERS.md, Ding en->de) or iwslt "
