@@ -18,7 +18,7 @@ from seq2seq.models.attention import (
 )
 from seq2seq.models.base import BOS_ID, EOS_ID, PAD_ID, Seq2SeqModel
 from seq2seq.models.rnn_attention import AttentionRNN
-from seq2seq.models.transformer import Transformer
+from seq2seq.models.transformer import MultiHeadAttention, Transformer
 from seq2seq.models.vanilla import VanillaSeq2Seq
 
 VOCAB = 17
@@ -279,6 +279,24 @@ def test_transformer_fused_and_explicit_attention_agree(pre_norm: bool):
     explicit, attn = model(src, mask, tgt_in, need_attn=True)
     assert no_attn is None and attn is not None
     assert torch.allclose(fused, explicit, atol=1e-4)
+
+
+@pytest.mark.parametrize("causal", [True, False], ids=["causal", "padding-mask"])
+def test_multi_head_attention_fused_and_explicit_agree(causal: bool):
+    attention = MultiHeadAttention(d_model=16, num_heads=4, attn_dropout=0.0)
+    x = torch.randn(3, 6, 16)
+    _, mask, _ = make_batch([6, 3, 1])
+    key_mask = None if causal else mask[:, None, None, :]  # (B, 1, 1, S)
+    keys, values = attention.project_kv(x)
+    fused, none = attention.attend(x, keys, values, key_mask, False, causal=causal)
+    explicit, weights = attention.attend(x, keys, values, key_mask, True, causal=causal)
+    assert none is None and weights is not None and weights.shape == (3, 4, 6, 6)
+    assert torch.allclose(fused, explicit, atol=1e-5)
+    if causal:
+        future = torch.ones(6, 6, dtype=torch.bool).triu(diagonal=1)
+        assert torch.equal(weights[..., future], torch.zeros_like(weights[..., future]))
+    else:
+        assert_valid_attention(weights, mask)
 
 
 def test_transformer_tied_embeddings_share_one_parameter():

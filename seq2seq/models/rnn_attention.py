@@ -175,8 +175,8 @@ class AttentionRNN(nn.Module):
         emb = self.dropout(self.tgt_emb(tgt_in))  # (B, T, E), embedded once for all steps
         if self.bahdanau:
             tops, contexts, weights = [], [], []
-            for t in range(tgt_in.size(1)):
-                state, context, step_weights = self._bahdanau_step(emb[:, t], state, enc)
+            for emb_t in emb.unbind(dim=1):  # unbind: its backward is one stack, not T copies
+                state, context, step_weights = self._bahdanau_step(emb_t, state, enc)
                 tops.append(state.hidden[-1])
                 contexts.append(context)
                 weights.append(step_weights)
@@ -185,8 +185,8 @@ class AttentionRNN(nn.Module):
             attn = torch.stack(weights, dim=1)  # (B, T, S)
         elif self.input_feeding:
             outs, weights = [], []
-            for t in range(tgt_in.size(1)):
-                state, step_out, step_weights = self._luong_step(emb[:, t], state, enc)
+            for emb_t in emb.unbind(dim=1):
+                state, step_out, step_weights = self._luong_step(emb_t, state, enc)
                 outs.append(step_out)
                 weights.append(step_weights)
             out = torch.stack(outs, dim=1)  # (B, T, O)

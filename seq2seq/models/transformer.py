@@ -62,15 +62,23 @@ class MultiHeadAttention(nn.Module):
         return self._split(self.w_k(memory)), self._split(self.w_v(memory))
 
     def attend(
-        self, x: Tensor, keys: Tensor, values: Tensor, mask: Tensor, need_weights: bool
+        self,
+        x: Tensor,
+        keys: Tensor,
+        values: Tensor,
+        mask: Tensor | None,
+        need_weights: bool,
+        causal: bool = False,
     ) -> tuple[Tensor, Tensor | None]:
         """Queries from x attend over projected keys and values.
 
         Args:
             x: (B, T, D) the query positions.
             keys, values: (B, H, N, K) from `project_kv`.
-            mask: boolean, broadcastable to (B, H, T, N), True where attending is allowed.
+            mask: boolean, broadcastable to (B, H, T, N), True where attending is allowed;
+                None: every key.
             need_weights: compute the weights explicitly and return them.
+            causal: position i attends to keys 0..i only (T == N: the whole prefix at once).
 
         Returns:
             (B, T, D) outputs and (B, H, T, N) weights, or None when not needed.
@@ -79,11 +87,15 @@ class MultiHeadAttention(nn.Module):
         p = self.attn_dropout if self.training else 0.0
         if need_weights:
             scores = q @ keys.transpose(-2, -1) / math.sqrt(self.head_size)  # (B, H, T, N)
-            weights = masked_softmax(scores, mask)
+            if causal:
+                mask = torch.ones(x.size(1), keys.size(2), dtype=torch.bool, device=x.device).tril()
+            weights = scores.softmax(dim=-1) if mask is None else masked_softmax(scores, mask)
             out = F.dropout(weights, p, self.training) @ values  # (B, H, T, K)
         else:
             weights = None
-            out = F.scaled_dot_product_attention(q, keys, values, attn_mask=mask, dropout_p=p)
+            out = F.scaled_dot_product_attention(
+                q, keys, values, attn_mask=mask, dropout_p=p, is_causal=causal
+            )
         batch, _, length, _ = out.shape
         out = out.transpose(1, 2).reshape(batch, length, -1)  # (B, T, D)
         return self.w_o(out), weights
@@ -164,7 +176,6 @@ class DecoderLayer(nn.Module):
         x: Tensor,
         self_kv: tuple[Tensor, Tensor] | None,
         cross_kv: tuple[Tensor, Tensor],
-        self_mask: Tensor,
         src_mask: Tensor,
         need_weights: bool,
     ) -> tuple[Tensor, tuple[Tensor, Tensor], Tensor | None]:
@@ -173,9 +184,8 @@ class DecoderLayer(nn.Module):
         Args:
             x: (B, T, D) the new target positions (T = 1 when stepping).
             self_kv: cached self-attention keys and values (B, H, t, K) of earlier positions,
-                or None when x holds the whole prefix.
+                or None when x holds the whole prefix (then a causal mask applies).
             cross_kv: the encoder memory's keys and values (B, H, S, K).
-            self_mask: broadcastable to (B, H, T, t + T), True where attending is allowed.
             src_mask: (B, 1, 1, S) True at real source tokens.
             need_weights: return the cross-attention weights.
 
@@ -188,7 +198,8 @@ class DecoderLayer(nn.Module):
         if self_kv is not None:
             keys = torch.cat([self_kv[0], keys], dim=2)
             values = torch.cat([self_kv[1], values], dim=2)
-        a = self.self_attn.attend(h, keys, values, self_mask, need_weights=False)[0]
+        causal = self_kv is None  # a cached step sees all earlier positions and itself
+        a = self.self_attn.attend(h, keys, values, None, need_weights=False, causal=causal)[0]
         x = x + self.dropout(a) if self.pre_norm else self.norm1(x + self.dropout(a))
 
         h = self.norm2(x) if self.pre_norm else x
@@ -331,13 +342,11 @@ class Transformer(nn.Module):
     ) -> tuple[Tensor, list[Tensor | None]]:
         """Teacher forcing: tgt_in (B, T) -> logits (B, T, V), per-layer weights (B, H, T, S)."""
         x = self._embed(self.tgt_emb, tgt_in)
-        length = tgt_in.size(1)
-        causal = torch.ones(length, length, dtype=torch.bool, device=x.device).tril()  # (T, T)
         src_mask = enc.mask[:, None, None, :]  # (B, 1, 1, S)
         weights = []
         for layer in self.decoder_layers:
             cross_kv = layer.cross_attn.project_kv(enc.states)
-            x, _, layer_weights = layer(x, None, cross_kv, causal, src_mask, need_weights)
+            x, _, layer_weights = layer(x, None, cross_kv, src_mask, need_weights)
             weights.append(layer_weights)
         return self.generator(self.decoder_norm(x)), weights
 
@@ -349,14 +358,13 @@ class Transformer(nn.Module):
         position = state.self_keys[0].size(2)
         x = self._embed(self.tgt_emb, prev_ids.unsqueeze(1), start=position)  # (B, 1, D)
         src_mask = enc.mask[:, None, None, :]  # (B, 1, 1, S)
-        every_position = torch.ones(1, 1, 1, position + 1, dtype=torch.bool, device=x.device)
         keys, values = [], []
         weights = None
         last = len(self.decoder_layers) - 1
         for i, layer in enumerate(self.decoder_layers):
             cross_kv = (state.cross_keys[i], state.cross_values[i])
             self_kv = (state.self_keys[i], state.self_values[i])
-            x, (k, v), weights = layer(x, self_kv, cross_kv, every_position, src_mask, i == last)
+            x, (k, v), weights = layer(x, self_kv, cross_kv, src_mask, i == last)
             keys.append(k)
             values.append(v)
         logits = self.generator(self.decoder_norm(x)).squeeze(1)  # (B, V)
