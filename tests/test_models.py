@@ -351,3 +351,25 @@ def test_build_model_from_the_config_schemas(schema, settings, model_class, caps
     src, mask, tgt_in = make_batch()
     logits, _ = model.eval()(src, mask, tgt_in)
     assert logits.shape == (3, TGT_LEN, VOCAB)
+
+
+@pytest.mark.parametrize("name", ["vanilla", "bahdanau", "luong", "transformer"])
+def test_output_mask_gives_the_logits_of_the_real_positions(name: str) -> None:
+    """The training loop asks for logits at real target tokens only; they must be the same."""
+    schema = {"vanilla": VanillaConfig(emb_dim=8, hidden_size=12),
+              "bahdanau": RNNAttentionConfig(emb_dim=8, hidden_size=12, attn_dim=10),
+              "luong": RNNAttentionConfig(name="luong", score="general", input_feeding=False,
+                                          emb_dim=8, hidden_size=12, attn_dim=10),
+              "transformer": TransformerConfig(d_model=16, num_heads=2, ff_dim=32,
+                                               num_encoder_layers=1, num_decoder_layers=1)}[name]
+    model = build_model(OmegaConf.structured(schema), 30, 30).eval()
+    src = torch.randint(4, 30, (3, 6))
+    src_mask = torch.ones(3, 6, dtype=torch.bool)
+    src_mask[1, 4:] = False
+    tgt_in = torch.randint(4, 30, (3, 5))
+    real = torch.ones(3, 5, dtype=torch.bool)
+    real[0, 2:] = False
+    full, _ = model(src, src_mask, tgt_in, need_attn=False)
+    some, _ = model(src, src_mask, tgt_in, need_attn=False, output_mask=real)
+    assert some.shape == (int(real.sum()), 30)
+    torch.testing.assert_close(some, full[real], atol=1e-5, rtol=1e-5)

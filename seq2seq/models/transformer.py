@@ -340,7 +340,7 @@ class Transformer(nn.Module):
     def _decode(
         self, tgt_in: Tensor, enc: EncoderOutput, need_weights: bool
     ) -> tuple[Tensor, list[Tensor | None]]:
-        """Teacher forcing: tgt_in (B, T) -> logits (B, T, V), per-layer weights (B, H, T, S)."""
+        """Teacher forcing: tgt_in (B, T) -> outputs (B, T, D), per-layer weights (B, H, T, S)."""
         x = self._embed(self.tgt_emb, tgt_in)
         src_mask = enc.mask[:, None, None, :]  # (B, 1, 1, S)
         weights = []
@@ -348,7 +348,7 @@ class Transformer(nn.Module):
             cross_kv = layer.cross_attn.project_kv(enc.states)
             x, _, layer_weights = layer(x, None, cross_kv, src_mask, need_weights)
             weights.append(layer_weights)
-        return self.generator(self.decoder_norm(x)), weights
+        return self.decoder_norm(x), weights
 
     def decode_step(
         self, prev_ids: Tensor, state: TransformerState, enc: EncoderOutput
@@ -378,12 +378,21 @@ class Transformer(nn.Module):
         return logits, new_state, weights.mean(dim=1).squeeze(1)
 
     def forward(
-        self, src_ids: Tensor, src_mask: Tensor, tgt_in: Tensor, need_attn: bool = True
+        self,
+        src_ids: Tensor,
+        src_mask: Tensor,
+        tgt_in: Tensor,
+        need_attn: bool = True,
+        output_mask: Tensor | None = None,
     ) -> tuple[Tensor, Tensor | None]:
-        """Teacher forcing: tgt_in (B, T) -> logits (B, T, V) and, with need_attn, the last
-        layer's cross-attention averaged over heads (B, T, S)."""
+        """Teacher forcing: tgt_in (B, T) -> logits (B, T, V) (or (N, V) at the True positions
+        of output_mask) and, with need_attn, the last layer's cross-attention averaged over
+        heads (B, T, S)."""
         enc = self.encode(src_ids, src_mask)
-        logits, weights = self._decode(tgt_in, enc, need_attn)
+        out, weights = self._decode(tgt_in, enc, need_attn)
+        if output_mask is not None:
+            out = out[output_mask]  # (N, D)
+        logits = self.generator(out)
         last = weights[-1]
         return logits, last.mean(dim=1) if last is not None else None
 

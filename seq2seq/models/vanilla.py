@@ -92,9 +92,8 @@ class VanillaSeq2Seq(nn.Module):
         return initial_state(self.decoder, hidden.view(-1, self.num_layers, self.hidden_size))
 
     def _output(self, top: Tensor, emb: Tensor, context: Tensor) -> Tensor:
-        """[s_t; y_{t-1}; c] -> logits (..., V), for one step or all steps at once."""
-        out = torch.tanh(self.combine(torch.cat([top, emb, context], dim=-1)))
-        return self.generator(self.dropout(out))
+        """[s_t; y_{t-1}; c] -> (..., O), for one step or all steps at once."""
+        return torch.tanh(self.combine(torch.cat([top, emb, context], dim=-1)))
 
     def decode_step(
         self, prev_ids: Tensor, state: RNNState, enc: EncoderOutput
@@ -103,12 +102,19 @@ class VanillaSeq2Seq(nn.Module):
         assert enc.final is not None
         emb = self.dropout(self.tgt_emb(prev_ids))  # (B, E)
         state = rnn_step(self.decoder, torch.cat([emb, enc.final], dim=-1), state)
-        return self._output(state.hidden[-1], emb, enc.final), state, None
+        out = self._output(state.hidden[-1], emb, enc.final)
+        return self.generator(self.dropout(out)), state, None
 
     def forward(
-        self, src_ids: Tensor, src_mask: Tensor, tgt_in: Tensor, need_attn: bool = True
+        self,
+        src_ids: Tensor,
+        src_mask: Tensor,
+        tgt_in: Tensor,
+        need_attn: bool = True,
+        output_mask: Tensor | None = None,
     ) -> tuple[Tensor, None]:
-        """Teacher forcing: tgt_in (B, T) -> logits (B, T, V) and no attention.
+        """Teacher forcing: tgt_in (B, T) -> logits (B, T, V) (or (N, V) at the True positions
+        of output_mask) and no attention.
 
         c is the same at every step, so the decoder RNN runs over the whole target in one call.
         """
@@ -117,4 +123,7 @@ class VanillaSeq2Seq(nn.Module):
         emb = self.dropout(self.tgt_emb(tgt_in))  # (B, T, E)
         context = enc.final.unsqueeze(1).expand(-1, tgt_in.size(1), -1)  # (B, T, H)
         tops, _ = rnn_run(self.decoder, torch.cat([emb, context], dim=-1), self.init_state(enc))
-        return self._output(tops, emb, context), None
+        out = self._output(tops, emb, context)  # (B, T, O)
+        if output_mask is not None:
+            out = out[output_mask]  # (N, O)
+        return self.generator(self.dropout(out)), None

@@ -225,11 +225,12 @@ class Trainer:
             if self.rt.distributed and not last:
                 sync = self.step_model.no_sync()  # type: ignore[operator]
             with sync:
+                real = batch.tgt_out != PAD_ID  # (B, T): no logits are computed for padding
                 with self.rt.autocast():
                     logits, _ = self.step_model(
-                        batch.src, batch.src_mask, batch.tgt_in, need_attn=False
-                    )
-                loss, nll = token_losses(logits, batch.tgt_out, PAD_ID, t.label_smoothing)
+                        batch.src, batch.src_mask, batch.tgt_in, need_attn=False, output_mask=real
+                    )  # (N, V)
+                loss, nll = token_losses(logits, batch.tgt_out[real], PAD_ID, t.label_smoothing)
                 loss = loss * scale
                 if self.scaler is not None:
                     self.scaler.scale(loss).backward()

@@ -9,22 +9,23 @@ from torch import Tensor
 def token_losses(
     logits: Tensor, target: Tensor, pad_id: int, label_smoothing: float = 0.0
 ) -> tuple[Tensor, Tensor]:
-    """Summed losses over the real target tokens of a batch.
+    """Summed losses over the real target tokens.
 
     Args:
-        logits: (B, T, V) unnormalised scores.
-        target: (B, T) gold ids, pad_id where there is no token.
+        logits: (..., V) unnormalised scores, e.g. (B, T, V), or (N, V) for the real tokens only.
+        target: (...) gold ids, pad_id where there is no token.
     Returns:
-        (smoothed loss sum, plain NLL sum), both scalars in fp32; the caller divides by the
-        number of tokens it wants to average over (the whole step's, across micro-batches
-        and processes).
+        (smoothed loss sum, plain NLL sum), both fp32 scalars; the caller divides by the number
+        of tokens it averages over (the whole update's, across micro-batches and processes).
+        The smoothed loss is (1 - eps) * NLL + eps * mean over the vocabulary of -log p, as in
+        torch's cross_entropy(label_smoothing=eps); one log-softmax serves both sums.
     """
-    logits = logits.float().flatten(0, 1)  # (B*T, V)
+    lprobs = F.log_softmax(logits.float(), dim=-1).flatten(0, -2)  # (N, V)
     target = target.flatten()
-    loss = F.cross_entropy(
-        logits, target, ignore_index=pad_id, label_smoothing=label_smoothing, reduction="sum"
-    )
+    real = target != pad_id
+    nll = -lprobs.gather(1, target.unsqueeze(1)).squeeze(1).masked_fill(~real, 0.0).sum()
     if label_smoothing == 0.0:
-        return loss, loss.detach()
-    nll = F.cross_entropy(logits.detach(), target, ignore_index=pad_id, reduction="sum")
-    return loss, nll
+        return nll, nll.detach()
+    uniform = -lprobs.mean(dim=1).masked_fill(~real, 0.0).sum()
+    loss = (1.0 - label_smoothing) * nll + label_smoothing * uniform
+    return loss, nll.detach()
