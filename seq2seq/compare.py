@@ -197,7 +197,9 @@ def main(argv: list[str] | None = None) -> None:
     for variant in base.compare.variants:
         run_dir = root / variant
         cfg = compose_variant(variant, overrides, run_dir)
-        print(f"=== {variant}: {cfg.trainer.max_time:.0f}s of training into {run_dir}")
+        t = cfg.trainer
+        budget = f"{t.max_time:.0f}s" if t.max_time else f"{t.max_steps} steps"
+        print(f"=== {variant}: {budget} of training into {run_dir}")
         start = time.monotonic()
         metrics = train(cfg)
         print(f"=== {variant} done in {time.monotonic() - start:.0f}s")

@@ -33,7 +33,7 @@ def statistics(cfg: DictConfig) -> dict[str, object]:
     return stats
 
 
-@hydra.main(config_path="../configs", config_name="config", version_base="1.3")
+@hydra.main(config_path="../configs", config_name="prepare", version_base="1.3")
 @exit_on_user_error
 def main(cfg: DictConfig) -> None:
     stats = statistics(cfg)

@@ -73,3 +73,11 @@ def test_cli_prints_the_composed_config_and_names_a_typo() -> None:
     )
     assert bad.returncode != 0
     assert "max_stpes" in bad.stderr
+
+
+@pytest.mark.parametrize("path", sorted(CONFIGS.glob("*.yaml")), ids=lambda p: p.stem)
+def test_every_top_level_yaml_composes(path: Path) -> None:
+    register_configs()
+    with initialize_config_dir(config_dir=str(CONFIGS), version_base="1.3"):
+        cfg = compose(path.stem)
+    assert len(cfg) > 0

@@ -41,6 +41,26 @@ def write_corpus(directory: Path) -> dict[str, dict[str, str]]:
     return files
 
 
+def corpus_overrides(data_root: Path) -> list[str]:
+    """Overrides that point `data=files` at the tiny corpus (written under data_root)."""
+    files = write_corpus(data_root / "corpus")
+    return [
+        "data=files", f"data.root={data_root}",
+        *(f"data.{side}_files.{split}={path}" for side in ("src", "tgt")
+          for split, path in files[side].items()),
+        "data.probe=['Jane ging in den Laden.']",
+        "tokenizer.vocab_size=400",
+    ]
+
+
+QUICK_TRAINER = [
+    "trainer.batch_tokens=256", "trainer.max_time=null", "trainer.max_steps=20",
+    "trainer.eval_every=10", "trainer.save_every=10", "trainer.log_every=5",
+    "trainer.progress=false", "trainer.threads=1", "trainer.device=cpu",
+    "decoding.beam_size=2",
+]
+
+
 def tiny_config(
     tmp_path: Path, *overrides: str, model: str = "bahdanau", data_root: Path | None = None
 ) -> DictConfig:
@@ -48,8 +68,6 @@ def tiny_config(
 
     Runs that must share a tokenizer share `data_root` (corpus and tokenizer caches).
     """
-    data_root = data_root or tmp_path / "data"
-    files = write_corpus(data_root / "corpus")
     sizes = {
         "vanilla": ["model.emb_dim=16", "model.hidden_size=32"],
         "bahdanau": ["model.emb_dim=16", "model.hidden_size=32", "model.attn_dim=32"],
@@ -59,16 +77,9 @@ def tiny_config(
     }[model]
     base = [
         f"model={model}", *sizes,
-        "data=files", f"data.root={data_root}",
-        *(f"data.{side}_files.{split}={path}" for side in ("src", "tgt")
-          for split, path in files[side].items()),
-        "data.probe=['Jane ging in den Laden.']",
-        "tokenizer.vocab_size=400",
+        *corpus_overrides(data_root or tmp_path / "data"),
         f"run_dir={tmp_path / 'run'}", f"runs_root={tmp_path / 'runs'}",
-        "trainer.batch_tokens=256", "trainer.max_time=null", "trainer.max_steps=20",
-        "trainer.eval_every=10", "trainer.save_every=10", "trainer.log_every=5",
-        "trainer.progress=false", "trainer.threads=1", "trainer.device=cpu",
-        "decoding.beam_size=2",
+        *QUICK_TRAINER,
     ]
     register_configs()
     with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base="1.3"):

@@ -77,9 +77,10 @@ def load_hf(
         if local:
             raise UserError(f"could not read dataset {where}: {reason}") from None
         raise UserError(
-            f"could not fetch dataset {where} from the Hugging Face hub: {reason}. Connect to "
-            "the network once (the dataset is cached afterwards) or set HF_DATASETS_OFFLINE=1 "
-            "with a cached copy, or use data=files with local text files."
+            f"could not fetch dataset {where} from the Hugging Face hub: {reason}. Fetch it once "
+            "with network access (`python -m seq2seq.prepare data=<this data config>`; it is "
+            "cached afterwards, also for HF_DATASETS_OFFLINE=1 runs), or use data=files with "
+            "local text files."
         ) from None
     aliases = {"valid": "validation", "dev": "validation"}
     raw = datasets.DatasetDict({aliases.get(name, name): split for name, split in raw.items()})

@@ -551,6 +551,8 @@ def train(cfg: DictConfig) -> dict[str, Any]:
             trainer.restore(resume)
         outcome = trainer.run()
         if "interrupted" in outcome:
+            if trainer.writer is not None:
+                trainer.writer.close()
             return outcome
         p = trainer.progress
         metrics: dict[str, Any] = {
