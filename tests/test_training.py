@@ -170,3 +170,15 @@ def test_repeated_nan_losses_stop_the_run(tmp_path: Path, monkeypatch: pytest.Mo
     cfg = tiny_config(tmp_path, "trainer.max_bad_steps=3")
     with pytest.raises(UserError, match="3 updates in a row"), pytest.warns(UserWarning):
         train(cfg)
+
+
+def test_loader_workers_give_the_same_training(tmp_path: Path) -> None:
+    common = ["trainer.max_steps=6", "trainer.eval_every=1000", "trainer.final_test=false",
+              "trainer.log_every=1"]
+    for name, workers in (("inline", 0), ("workers", 2)):
+        train(tiny_config(tmp_path / name, *common, f"trainer.num_workers={workers}",
+                          data_root=tmp_path / "data"))
+    a = weights(tmp_path / "inline/run/checkpoints/last.pt")
+    b = weights(tmp_path / "workers/run/checkpoints/last.pt")
+    for name in a:
+        torch.testing.assert_close(a[name], b[name], rtol=0, atol=0, msg=name)

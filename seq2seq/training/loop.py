@@ -9,11 +9,13 @@ config.yaml and tokenizer/.
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import math
 import signal
 import time
 import warnings
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -23,6 +25,7 @@ import torch.distributed as dist
 from omegaconf import DictConfig, OmegaConf
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel
+from torch.utils.data import DataLoader
 from torch.utils.tensorboard import SummaryWriter
 from tqdm import tqdm
 
@@ -182,29 +185,47 @@ class Trainer:
         )
 
     def collate(self, split: EncodedSplit, indices: list[int]) -> Batch:
-        batch = collate(
+        """A batch of `split` rows on the CPU (in a loader worker when num_workers > 0)."""
+        return collate(
             [split.src_ids[i] for i in indices],
             [split.tgt_ids[i] for i in indices],
             indices,
             pad_to_multiple=self.cfg.trainer.pad_to_multiple,
         )
-        if self.rt.device.type == "cuda":
-            return batch.pin_memory().to(self.rt.device, non_blocking=True)
-        return batch.to(self.rt.device)
 
-    def next_micro_batches(self, batches: list[list[int]]) -> tuple[list[Batch], list[list[int]]]:
+    def to_device(self, batch: Batch) -> Batch:
+        return batch.to(self.rt.device, non_blocking=self.rt.device.type == "cuda")
+
+    def batch_stream(self, epoch: int, start: int) -> Iterator[Batch]:
+        """This process's training batches of `epoch` from position `start`, collated ahead
+        by `trainer.num_workers` processes into pinned memory when training on a GPU."""
+        batches = self.epoch_batches(epoch)[start:]
+        workers = self.cfg.trainer.num_workers
+        return iter(DataLoader(
+            batches,  # type: ignore[arg-type]
+            batch_size=None,
+            collate_fn=functools.partial(self.collate, self.train_split),
+            num_workers=workers,
+            pin_memory=self.rt.device.type == "cuda",
+            prefetch_factor=4 if workers > 0 else None,
+            # its own generator: a new iterator must not draw from the global RNG, or a
+            # resumed run (which starts one mid-epoch) would drift from an uninterrupted one
+            generator=torch.Generator().manual_seed(epoch),
+        ))
+
+    def next_micro_batches(self, stream: Iterator[Batch]) -> tuple[list[Batch], Iterator[Batch]]:
         """The accum_steps batches of the next update, moving to the next epoch when needed."""
         p = self.progress
         micro: list[Batch] = []
         while len(micro) < self.cfg.trainer.accum_steps:
-            if p.position >= len(batches):
+            batch = next(stream, None)
+            if batch is None:
                 p.epoch, p.position = p.epoch + 1, 0
-                batches = self.epoch_batches(p.epoch)
-                if not batches:
-                    raise UserError("the training split yields no batch for this process")
-            micro.append(self.collate(self.train_split, batches[p.position]))
+                stream = self.batch_stream(p.epoch, 0)
+                continue
+            micro.append(self.to_device(batch))
             p.position += 1
-        return micro, batches
+        return micro, stream
 
     # ---- one update -------------------------------------------------------------------------
     def train_step(self, micro: list[Batch]) -> tuple[torch.Tensor, torch.Tensor, int]:
@@ -273,7 +294,7 @@ class Trainer:
             shuffle=False, seed=0, epoch=0,
         )
         for indices in batches:
-            batch = self.collate(split, indices)
+            batch = self.to_device(self.collate(split, indices))
             with self.rt.autocast():
                 logits, _ = self.model(batch.src, batch.src_mask, batch.tgt_in, need_attn=False)
             _, nll = token_losses(logits, batch.tgt_out, PAD_ID)
@@ -399,6 +420,9 @@ class Trainer:
         t, p = self.cfg.trainer, self.progress
         start = time.monotonic() - p.elapsed
         batches = self.epoch_batches(p.epoch)
+        if not batches:
+            raise UserError("the training split yields no batch for this process")
+        stream = self.batch_stream(p.epoch, p.position)
         if self.rt.is_main:
             frac = padding_fraction(batches, self.train_split.src_lens, self.train_split.tgt_lens)
             print(f"train: {len(self.train_split)} pairs, {len(batches)} batches per epoch "
@@ -410,7 +434,7 @@ class Trainer:
         window_tokens, window_start, stopped_by = 0, time.monotonic(), None
         with StopSignal() as stop_signal:
             while self.budget_left(time.monotonic() - start):
-                micro, batches = self.next_micro_batches(batches)
+                micro, stream = self.next_micro_batches(stream)
                 nll, grad_norm, tokens = self.train_step(micro)
                 if tokens < 0:
                     p.bad_steps += 1
