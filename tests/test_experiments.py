@@ -133,4 +133,5 @@ def test_an_iwslt_run_without_network_says_how_to_fetch_the_data(tmp_path: Path)
     errors = [line for line in run.stderr.splitlines() if line.startswith("error:")]
     assert len(errors) == 1, run.stderr
     assert "could not fetch dataset IWSLT/iwslt2017 (iwslt2017-de-en)" in errors[0]
-    assert "Connect to the network" in errors[0]
+    assert "Fetch it once with network access" in errors[0]
+    assert "python -m seq2seq.prepare" in errors[0]

@@ -23,7 +23,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 from omegaconf import DictConfig, OmegaConf
-from torch import nn
+from torch import Tensor, nn
 from torch.nn.parallel import DistributedDataParallel
 from torch.utils.data import DataLoader
 from torch.utils.tensorboard import SummaryWriter
@@ -53,7 +53,8 @@ class Progress:
     elapsed: float = 0.0  # seconds of training before this process started
     best_bleu: float = -1.0
     evals_since_best: int = 0
-    bad_steps: int = 0
+    bad_steps: int = 0  # updates dropped in a row (NaN/inf), as of the last log
+    skipped_updates: int = 0
     history: list[dict[str, float]] = field(default_factory=list)  # one row per evaluation
     losses: list[list[float]] = field(default_factory=list)  # [step, loss] at log intervals
 
@@ -155,7 +156,7 @@ class Trainer:
         self.model = build_model(cfg.model, tok.src_vocab_size, tok.tgt_vocab_size).to(rt.device)
         self.num_parameters = count_parameters(self.model)
         self.optimizer = build_optimizer(
-            self.model, t.lr, tuple(t.betas), t.weight_decay, fused=rt.device.type == "cuda"
+            self.model, t.lr, tuple(t.betas), t.weight_decay
         )
         self.plateau = Plateau(t.plateau_factor, t.plateau_patience, t.min_lr / t.lr)
         self.scaler = rt.grad_scaler()
@@ -228,16 +229,20 @@ class Trainer:
         return micro, stream
 
     # ---- one update -------------------------------------------------------------------------
-    def train_step(self, micro: list[Batch]) -> tuple[torch.Tensor, torch.Tensor, int]:
+    def train_step(self, micro: list[Batch]) -> tuple[Tensor, Tensor, Tensor, Tensor]:
         """Forward/backward over the micro-batches and one optimizer update.
 
         The loss is normalised by the target tokens of the whole update across micro-batches
         and processes, so N processes compute exactly the gradient of one process that sees
-        all their batches. Returns (summed NLL, gradient norm, target tokens).
+        all their batches. An update whose gradient is NaN/inf is dropped on the device by the
+        fused AdamW kernel (`found_inf`), so nothing here waits for the GPU.
+
+        Returns device tensors: (summed NLL, gradient norm, target tokens, skipped: 1.0 when
+        the update was dropped); the NLL and tokens of a dropped update count as 0.
         """
         t = self.cfg.trainer
-        local_tokens = sum(b.num_tgt_tokens for b in micro)
-        total = all_reduce_sum(torch.tensor(float(local_tokens), device=self.rt.device), self.rt)
+        local_tokens = torch.stack([(b.tgt_out != PAD_ID).sum() for b in micro]).sum().float()
+        total = all_reduce_sum(local_tokens.clone(), self.rt)
         scale = self.rt.world_size / total  # DDP averages gradients over processes
         nll_sum = torch.zeros((), device=self.rt.device)
         for i, batch in enumerate(micro):
@@ -263,25 +268,21 @@ class Trainer:
         grad_norm = torch.nn.utils.clip_grad_norm_(
             self.model.parameters(), t.clip_norm if t.clip_norm > 0 else math.inf
         )
+        skipped = (~torch.isfinite(grad_norm)).float()
         lr = learning_rate(
             self.progress.step + 1, t.schedule, t.lr, t.warmup_steps, self.plateau.scale
         )
         for group in self.optimizer.param_groups:
             group["lr"] = lr
-        # One scalar read per update: a NaN/inf step must be skipped before it reaches the
-        # weights (GradScaler does the same check in fp16).
-        if not torch.isfinite(grad_norm).item():
-            self.optimizer.zero_grad(set_to_none=True)
-            if self.scaler is not None:
-                self.scaler.update()
-            return nll_sum, grad_norm, -1
         if self.scaler is not None:
-            self.scaler.step(self.optimizer)
+            self.scaler.step(self.optimizer)  # drops an inf/NaN update itself
             self.scaler.update()
         else:
+            self.optimizer.found_inf = skipped  # type: ignore[attr-defined]
             self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
-        return nll_sum, grad_norm, local_tokens
+        keep = 1.0 - skipped
+        return torch.nan_to_num(nll_sum) * keep, grad_norm, local_tokens * keep, skipped
 
     # ---- evaluation -------------------------------------------------------------------------
     @torch.inference_mode()
@@ -430,32 +431,26 @@ class Trainer:
         bar = tqdm(total=t.max_steps, initial=p.step, disable=not (self.rt.is_main and t.progress),
                    dynamic_ncols=True, unit="step")
         self.model.train()
-        window_nll = torch.zeros((), device=self.rt.device)
-        window_tokens, window_start, stopped_by = 0, time.monotonic(), None
+        zeros = functools.partial(torch.zeros, (), device=self.rt.device)
+        window_nll, window_tokens, window_skipped, bad_run = zeros(), zeros(), zeros(), zeros()
+        window_start, stopped_by = time.monotonic(), None
         with StopSignal() as stop_signal:
             while self.budget_left(time.monotonic() - start):
                 micro, stream = self.next_micro_batches(stream)
-                nll, grad_norm, tokens = self.train_step(micro)
-                if tokens < 0:
-                    p.bad_steps += 1
-                    warnings.warn(f"step {p.step + 1}: loss or gradient is NaN/inf; update "
-                                  f"skipped ({p.bad_steps} in a row)", stacklevel=1)
-                    if p.bad_steps >= t.max_bad_steps:
-                        raise UserError(
-                            f"{p.bad_steps} updates in a row had a NaN/inf loss; stopping. "
-                            "Lower trainer.lr, raise trainer.warmup_steps or use precision=fp32"
-                        )
-                    continue
-                p.bad_steps = 0
+                nll, grad_norm, tokens, skipped = self.train_step(micro)
                 p.step += 1
                 window_nll += nll
                 window_tokens += tokens
+                window_skipped += skipped
+                bad_run = (bad_run + skipped) * skipped  # updates dropped in a row
                 bar.update(1)
                 if p.step % t.log_every == 0:
+                    self.check_skipped(window_skipped, bad_run)
                     self.log_train(window_nll, window_tokens, window_start, grad_norm, bar,
                                    time.monotonic() - start)
-                    window_nll.zero_()
-                    window_tokens, window_start = 0, time.monotonic()
+                    for window in (window_nll, window_tokens, window_skipped):
+                        window.zero_()
+                    window_start = time.monotonic()
                 early_stop = False
                 if p.step % t.eval_every == 0:
                     early_stop = self.after_eval(time.monotonic() - start)
@@ -481,10 +476,24 @@ class Trainer:
         self.save("last.pt", elapsed)
         return {"stopped_by": stopped_by or "budget", "step": p.step, "train_time": elapsed}
 
-    def log_train(self, nll: torch.Tensor, tokens: int, since: float, grad_norm: torch.Tensor,
+    def check_skipped(self, skipped: Tensor, bad_run: Tensor) -> None:
+        """Read, at a logging interval, how many updates were dropped for NaN/inf."""
+        t, p = self.cfg.trainer, self.progress
+        n_skipped, p.bad_steps = int(skipped.item()), int(bad_run.item())
+        if n_skipped == 0:
+            return
+        p.skipped_updates += n_skipped
+        warnings.warn(f"step {p.step}: {n_skipped} of the last {t.log_every} updates were "
+                      "skipped: NaN/inf loss or gradient", stacklevel=1)
+        if p.bad_steps >= t.max_bad_steps:
+            raise UserError(
+                f"{p.bad_steps} updates in a row had a NaN/inf loss; stopping. "
+                "Lower trainer.lr, raise trainer.warmup_steps or use precision=fp32"
+            )
+
+    def log_train(self, nll: Tensor, tokens: Tensor, since: float, grad_norm: Tensor,
                   bar: tqdm, elapsed: float) -> None:
-        totals = all_reduce_sum(torch.stack([nll, torch.tensor(float(tokens),
-                                                               device=nll.device)]), self.rt)
+        totals = all_reduce_sum(torch.stack([nll, tokens]), self.rt)
         loss = (totals[0] / totals[1].clamp(min=1)).item()
         tok_per_s = totals[1].item() / max(time.monotonic() - since, 1e-9)
         lr = self.optimizer.param_groups[0]["lr"]
@@ -587,6 +596,7 @@ def train(cfg: DictConfig) -> dict[str, Any]:
             "epochs": p.epoch + p.position / max(len(trainer.epoch_batches(p.epoch)), 1),
             "train_time": round(outcome["train_time"], 1),
             "stopped_by": outcome["stopped_by"],
+            "skipped_updates": p.skipped_updates,
             "best_valid_bleu": p.best_bleu,
             "history": p.history,
             "losses": p.losses,

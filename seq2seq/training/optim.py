@@ -18,9 +18,9 @@ def build_optimizer(
     lr: float,
     betas: tuple[float, float] = (0.9, 0.98),
     weight_decay: float = 0.0,
-    fused: bool = False,
 ) -> torch.optim.Optimizer:
-    """AdamW (fused kernels on CUDA); weight decay on weight matrices, not biases or norm gains."""
+    """Fused AdamW (one kernel for all parameters, on CUDA and on the CPU; it can drop a
+    NaN/inf update on the device); weight decay on weight matrices, not biases or norm gains."""
     decay, no_decay = [], []
     for name, param in model.named_parameters():
         if not param.requires_grad:
@@ -30,7 +30,7 @@ def build_optimizer(
         {"params": decay, "weight_decay": weight_decay},
         {"params": no_decay, "weight_decay": 0.0},
     ]
-    return torch.optim.AdamW(groups, lr=lr, betas=tuple(betas), fused=fused or None)
+    return torch.optim.AdamW(groups, lr=lr, betas=tuple(betas), fused=True)
 
 
 def learning_rate(
