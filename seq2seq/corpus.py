@@ -42,7 +42,6 @@ class EncodedSplit:
 class PreparedData:
     tokenizer: Tokenizer
     splits: dict[str, EncodedSplit] = field(default_factory=dict)
-    tokenizer_dir: Path | None = None
 
 
 def encode_split(
