@@ -7,7 +7,6 @@ same way.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from seq2seq.config import DataConfig, TokenizerConfig
 from seq2seq.data import data_root, load_corpus
