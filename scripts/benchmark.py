@@ -215,18 +215,20 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
         if cuda:
             torch.cuda.reset_peak_memory_stats(rt.device)
         trainer.model.train()
+        def step(indices: list[int]) -> torch.Tensor:
+            """One update; returns its real target tokens as a device tensor (no sync)."""
+            return trainer.train_step([trainer.to_device(trainer.collate(split, indices))])[2]
+
         for indices in batches[:WARMUP_STEPS]:
-            trainer.train_step([trainer.collate(split, indices)])
+            step(indices)
         sync()
         timed = batches[WARMUP_STEPS:]
         rates = []
         for _ in range(args.repeats):
-            tokens = 0
             start = time.perf_counter()
-            for indices in timed:
-                tokens += max(trainer.train_step([trainer.collate(split, indices)])[2], 0)
+            tokens = sum(step(indices) for indices in timed)
             sync()
-            rates.append(tokens / (time.perf_counter() - start))
+            rates.append(float(tokens) / (time.perf_counter() - start))
         train_peak = torch.cuda.max_memory_allocated(rt.device) / 2**20 if cuda else max_rss_mib()
         trainer.optimizer.zero_grad(set_to_none=True)
 

@@ -184,3 +184,12 @@ def test_loader_workers_give_the_same_training(tmp_path: Path) -> None:
     b = weights(tmp_path / "workers/run/checkpoints/last.pt")
     for name in a:
         torch.testing.assert_close(a[name], b[name], rtol=0, atol=0, msg=name)
+
+
+@pytest.mark.slow
+def test_compiled_training_handles_the_varying_batch_shapes(tmp_path: Path) -> None:
+    """torch.compile(dynamic=True) over length-bucketed batches (about 30 s on 2 CPU cores)."""
+    metrics = train(tiny_config(tmp_path, "trainer.compile=true", "trainer.max_steps=30",
+                                "trainer.eval_every=15", "trainer.final_test=false"))
+    assert metrics["steps"] == 30
+    assert metrics["history"][-1]["valid_loss"] < metrics["history"][0]["valid_loss"]
