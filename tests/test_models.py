@@ -354,7 +354,7 @@ def test_build_model_from_the_config_schemas(schema, settings, model_class, caps
 
 
 @pytest.mark.parametrize("name", ["vanilla", "bahdanau", "luong", "transformer"])
-def test_output_mask_gives_the_logits_of_the_real_positions(name: str) -> None:
+def test_output_positions_give_the_logits_of_the_real_positions(name: str) -> None:
     """The training loop asks for logits at real target tokens only; they must be the same."""
     schema = {"vanilla": VanillaConfig(emb_dim=8, hidden_size=12),
               "bahdanau": RNNAttentionConfig(emb_dim=8, hidden_size=12, attn_dim=10),
@@ -370,6 +370,7 @@ def test_output_mask_gives_the_logits_of_the_real_positions(name: str) -> None:
     real = torch.ones(3, 5, dtype=torch.bool)
     real[0, 2:] = False
     full, _ = model(src, src_mask, tgt_in, need_attn=False)
-    some, _ = model(src, src_mask, tgt_in, need_attn=False, output_mask=real)
+    positions = real.flatten().nonzero().squeeze(1)
+    some, _ = model(src, src_mask, tgt_in, need_attn=False, output_positions=positions)
     assert some.shape == (int(real.sum()), 30)
     torch.testing.assert_close(some, full[real], atol=1e-5, rtol=1e-5)

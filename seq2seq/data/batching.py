@@ -27,6 +27,8 @@ class Batch:
         tgt_in: (B, T) long, BOS + target pieces (the decoder input), padded.
         tgt_out: (B, T) long, target pieces + EOS (what the decoder predicts), padded.
         indices: (B,) long, the dataset row of each sentence.
+        tgt_positions: (N,) long, flat indices (row * T + column) of the real tokens of
+            tgt_out, counted on the host so that a GPU step never waits to learn N.
     """
 
     src: Tensor
@@ -34,6 +36,7 @@ class Batch:
     tgt_in: Tensor
     tgt_out: Tensor
     indices: Tensor
+    tgt_positions: Tensor
 
     def to(self, device: torch.device | str, non_blocking: bool = False) -> Batch:
         """The batch on `device`."""
@@ -107,6 +110,7 @@ def collate(
         tgt_in=tgt_in,
         tgt_out=tgt_out,
         indices=torch.tensor(list(indices), dtype=torch.long),
+        tgt_positions=(tgt_out != PAD_ID).flatten().nonzero().squeeze(1),
     )
 
 

@@ -86,13 +86,14 @@ class Seq2SeqModel(Protocol):
         src_mask: Tensor,
         tgt_in: Tensor,
         need_attn: bool = True,
-        output_mask: Tensor | None = None,
+        output_positions: Tensor | None = None,
     ) -> tuple[Tensor, Tensor | None]:
         """Teacher forcing: tgt_in (B, T) -> logits (B, T, V), attention (B, T, S) or None.
 
         need_attn=False lets a model skip computing weights it does not need (training).
-        output_mask (B, T): return logits (N, V) of the True positions only; the output
-        projection, the largest matrix product of a small model, then skips the padding.
+        output_positions (N,): flat indices into the B * T target positions; the logits are
+        then (N, V) for those positions only, so the output projection, the largest matrix
+        product of a small model, skips the padding.
         """
         ...
 

@@ -172,10 +172,10 @@ class AttentionRNN(nn.Module):
         src_mask: Tensor,
         tgt_in: Tensor,
         need_attn: bool = True,
-        output_mask: Tensor | None = None,
+        output_positions: Tensor | None = None,
     ) -> tuple[Tensor, Tensor | None]:
-        """Teacher forcing: tgt_in (B, T) -> logits (B, T, V) (or (N, V) at the True positions
-        of output_mask), attention (B, T, S) or None."""
+        """Teacher forcing: tgt_in (B, T) -> logits (B, T, V) (or (N, V) at
+        output_positions), attention (B, T, S) or None."""
         enc = self.encode(src_ids, src_mask)
         state = self.init_state(enc)
         emb = self.dropout(self.tgt_emb(tgt_in))  # (B, T, E), embedded once for all steps
@@ -201,7 +201,7 @@ class AttentionRNN(nn.Module):
             tops, _ = rnn_run(self.decoder, emb, state)  # (B, T, H) in one fused call
             context, attn = self.attention(tops, enc.keys, enc.states, enc.mask)
             out = torch.tanh(self.combine(torch.cat([context, tops], dim=-1)))  # (B, T, O)
-        if output_mask is not None:
-            out = out[output_mask]  # (N, O)
+        if output_positions is not None:
+            out = out.flatten(0, 1).index_select(0, output_positions)  # (N, O)
         logits = self.generator(self.dropout(out))  # (B, T, V) or (N, V)
         return logits, attn if need_attn else None

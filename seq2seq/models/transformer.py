@@ -383,15 +383,15 @@ class Transformer(nn.Module):
         src_mask: Tensor,
         tgt_in: Tensor,
         need_attn: bool = True,
-        output_mask: Tensor | None = None,
+        output_positions: Tensor | None = None,
     ) -> tuple[Tensor, Tensor | None]:
-        """Teacher forcing: tgt_in (B, T) -> logits (B, T, V) (or (N, V) at the True positions
-        of output_mask) and, with need_attn, the last layer's cross-attention averaged over
+        """Teacher forcing: tgt_in (B, T) -> logits (B, T, V) (or (N, V) at
+        output_positions) and, with need_attn, the last layer's cross-attention averaged over
         heads (B, T, S)."""
         enc = self.encode(src_ids, src_mask)
         out, weights = self._decode(tgt_in, enc, need_attn)
-        if output_mask is not None:
-            out = out[output_mask]  # (N, D)
+        if output_positions is not None:
+            out = out.flatten(0, 1).index_select(0, output_positions)  # (N, D)
         logits = self.generator(out)
         last = weights[-1]
         return logits, last.mean(dim=1) if last is not None else None

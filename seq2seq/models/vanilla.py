@@ -111,10 +111,10 @@ class VanillaSeq2Seq(nn.Module):
         src_mask: Tensor,
         tgt_in: Tensor,
         need_attn: bool = True,
-        output_mask: Tensor | None = None,
+        output_positions: Tensor | None = None,
     ) -> tuple[Tensor, None]:
-        """Teacher forcing: tgt_in (B, T) -> logits (B, T, V) (or (N, V) at the True positions
-        of output_mask) and no attention.
+        """Teacher forcing: tgt_in (B, T) -> logits (B, T, V) (or (N, V) at
+        output_positions) and no attention.
 
         c is the same at every step, so the decoder RNN runs over the whole target in one call.
         """
@@ -124,6 +124,6 @@ class VanillaSeq2Seq(nn.Module):
         context = enc.final.unsqueeze(1).expand(-1, tgt_in.size(1), -1)  # (B, T, H)
         tops, _ = rnn_run(self.decoder, torch.cat([emb, context], dim=-1), self.init_state(enc))
         out = self._output(tops, emb, context)  # (B, T, O)
-        if output_mask is not None:
-            out = out[output_mask]  # (N, O)
+        if output_positions is not None:
+            out = out.flatten(0, 1).index_select(0, output_positions)  # (N, O)
         return self.generator(self.dropout(out)), None

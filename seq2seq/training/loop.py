@@ -241,8 +241,12 @@ class Trainer:
         the update was dropped); the NLL and tokens of a dropped update count as 0.
         """
         t = self.cfg.trainer
-        local_tokens = torch.stack([(b.tgt_out != PAD_ID).sum() for b in micro]).sum().float()
-        total = all_reduce_sum(local_tokens.clone(), self.rt)
+        local_tokens = sum(b.tgt_positions.numel() for b in micro)  # known on the host
+        if self.rt.distributed:  # counted on the device, summed over processes
+            counts = torch.stack([(b.tgt_out != PAD_ID).sum() for b in micro]).sum().float()
+            total: Tensor | float = all_reduce_sum(counts, self.rt)
+        else:
+            total = float(local_tokens)
         scale = self.rt.world_size / total  # DDP averages gradients over processes
         nll_sum = torch.zeros((), device=self.rt.device)
         for i, batch in enumerate(micro):
@@ -251,12 +255,14 @@ class Trainer:
             if self.rt.distributed and not last:
                 sync = self.step_model.no_sync()  # type: ignore[operator]
             with sync:
-                real = batch.tgt_out != PAD_ID  # (B, T): no logits are computed for padding
+                real = batch.tgt_positions  # (N,): no logits are computed for padding
                 with self.rt.autocast():
                     logits, _ = self.step_model(
-                        batch.src, batch.src_mask, batch.tgt_in, need_attn=False, output_mask=real
+                        batch.src, batch.src_mask, batch.tgt_in, need_attn=False,
+                        output_positions=real,
                     )  # (N, V)
-                loss, nll = token_losses(logits, batch.tgt_out[real], PAD_ID, t.label_smoothing)
+                target = batch.tgt_out.flatten().index_select(0, real)  # (N,)
+                loss, nll = token_losses(logits, target, PAD_ID, t.label_smoothing)
                 loss = loss * scale
                 if self.scaler is not None:
                     self.scaler.scale(loss).backward()
@@ -282,7 +288,7 @@ class Trainer:
             self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
         keep = 1.0 - skipped
-        return torch.nan_to_num(nll_sum) * keep, grad_norm, local_tokens * keep, skipped
+        return torch.nan_to_num(nll_sum) * keep, grad_norm, keep * local_tokens, skipped
 
     # ---- evaluation -------------------------------------------------------------------------
     @torch.inference_mode()
