@@ -11,7 +11,7 @@ from torch import nn
 
 from seq2seq.corpus import EncodedSplit
 from seq2seq.data.batching import collate
-from seq2seq.decoding import Hypothesis, beam_search, greedy_search
+from seq2seq.decoding import Hypothesis, translate_batches
 from seq2seq.evaluation.focus import focus_metric, transformer_focus
 from seq2seq.evaluation.metrics import Scores, score
 from seq2seq.models.base import EOS_ID
@@ -48,26 +48,17 @@ def decode_ids(
     """Translate piece-id sequences (without EOS) in length-sorted batches; input order kept."""
     was_training = model.training
     model.eval()
-    order = sorted(range(len(src_ids)), key=lambda i: len(src_ids[i]))
-    results: list[list[Hypothesis]] = [[] for _ in src_ids]
-    for start in range(0, len(order), settings.batch_size):
-        chunk = order[start : start + settings.batch_size]
-        batch = collate([src_ids[i] for i in chunk], [[] for _ in chunk], chunk).to(device)
-        search = dict(max_len_a=settings.max_len_a, max_len_b=settings.max_len_b)
-        if settings.beam_size == 1:
-            found = greedy_search(model, batch.src, batch.src_mask, **search)
-        else:
-            found = beam_search(
-                model,
-                batch.src,
-                batch.src_mask,
-                beam_size=settings.beam_size,
-                length_penalty=settings.length_penalty,
-                nbest=settings.nbest,
-                **search,
-            )
-        for i, hyps in zip(chunk, found, strict=True):
-            results[i] = hyps
+    results = translate_batches(
+        model,
+        [[*ids, EOS_ID] for ids in src_ids],  # sources end with EOS, as in training
+        beam_size=settings.beam_size,
+        length_penalty=settings.length_penalty,
+        max_len_a=settings.max_len_a,
+        max_len_b=settings.max_len_b,
+        nbest=settings.nbest,
+        batch_size=settings.batch_size,
+        device=device,
+    )
     model.train(was_training)
     return results
 
