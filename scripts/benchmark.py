@@ -16,7 +16,8 @@ Presets (sizes; the data is always the offline Ding corpus):
 Figures:
 - train tokens/s: real target tokens (EOS included, padding excluded) per second of
   `train_step` (collate and host-to-device copy included), after 2 warmup steps; the median
-  over repeats, each repeat timing the same `--steps` batches.
+  over repeats, each repeat timing the same `--steps` batches, spread evenly over an epoch
+  (the first batches alone can be unrepresentative: their tokens/s varies by 15%).
 - padding: the share of padded positions (source and target, `pad_to_multiple` rounding
   included) over the batches of one training epoch.
 - decode s: seconds to decode the test split, median over repeats, and the mean hypothesis
@@ -124,6 +125,15 @@ def padded_share(batches: list[list[int]], src_lens: list[int], tgt_lens: list[i
     return 1.0 - real / positions if positions else 0.0
 
 
+def spread_batches(epoch: list[list[int]], count: int) -> list[list[int]]:
+    """`count` batches taken evenly across the epoch's (shuffled) order, so the timed batches
+    have the length mix of a whole epoch rather than of its first few batches; an epoch
+    shorter than `count` is repeated."""
+    if count >= len(epoch):
+        return (epoch * math.ceil(count / len(epoch)))[:count]
+    return [epoch[i * len(epoch) // count] for i in range(count)]
+
+
 def flop_parameters(model: Any) -> int:
     """Parameters that cost 6 FLOPs per token: all but embedding tables, plus the output
     projection (counted once even when it shares the target embedding's matrix)."""
@@ -209,8 +219,7 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
         trainer = Trainer(cfg, rt, data, Path(tmp))
         split = trainer.train_split
         epoch = trainer.epoch_batches(0)
-        need = WARMUP_STEPS + args.steps
-        batches = (epoch * math.ceil(need / len(epoch)))[:need]
+        batches = spread_batches(epoch, WARMUP_STEPS + args.steps)
 
         if cuda:
             torch.cuda.reset_peak_memory_stats(rt.device)
@@ -371,7 +380,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         "(the IWSLT recipes, Ding de->en)")
     parser.add_argument("--variants", nargs="+", choices=VARIANTS, default=list(VARIANTS))
     parser.add_argument("--repeats", type=int, default=3, help="timed repeats; medians reported")
-    parser.add_argument("--steps", type=int, default=20,
+    parser.add_argument("--steps", type=int, default=30,
                         help="timed training steps per repeat (after 2 warmup steps)")
     parser.add_argument("--device", default="auto", help="auto | cpu | cuda | cuda:N | mps")
     parser.add_argument("--checkpoint-dir", type=Path, default=None,

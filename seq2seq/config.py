@@ -97,6 +97,7 @@ class TrainerConfig:
     plateau_patience: int = 2  # evaluations without improvement before the lr drops
     label_smoothing: float = 0.1
     clip_norm: float = 1.0
+    ema_decay: float | None = None  # evaluate and save an average of the weights; None: off
     # budgets: the first one reached ends training; None is no limit
     max_steps: int | None = None
     max_epochs: int | None = None

@@ -33,7 +33,7 @@ PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 def run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A run folder of a tiny Bahdanau model that has learnt the tiny corpus."""
     tmp = tmp_path_factory.mktemp("evaluate_translate")
-    cfg = tiny_config(tmp, "trainer.max_steps=150", "trainer.eval_every=75", "trainer.lr=1e-2",
+    cfg = tiny_config(tmp, "trainer.max_steps=300", "trainer.eval_every=100", "trainer.lr=1e-2",
                       "trainer.warmup_steps=10")
     train(cfg)
     return tmp / "run"

@@ -28,6 +28,39 @@ def test_loss_equals_torch_cross_entropy_and_ignores_padding(eps: float) -> None
     torch.testing.assert_close(loss_real, loss)
 
 
+@pytest.mark.parametrize("eps", [0.0, 0.1])
+def test_loss_gradient_equals_autograd_of_torch_cross_entropy(eps: float) -> None:
+    logits = torch.randn(7, 13, dtype=torch.float64, requires_grad=True)
+    target = torch.randint(1, 13, (7,))
+    target[2] = 0  # a padding row: no loss, no gradient
+    weight = 0.37  # the loop scales the loss by 1 / tokens
+    (token_losses(logits, target, pad_id=0, label_smoothing=eps)[0] * weight).backward()
+    ours = logits.grad
+    logits.grad = None
+    reference = F.cross_entropy(logits, target, ignore_index=0, reduction="sum",
+                                label_smoothing=eps)
+    (reference * weight).backward()
+    torch.testing.assert_close(ours, logits.grad)
+    assert ours[2].abs().max() == 0.0
+    # the backward reuses its saved tensor in place: a second one is refused, not wrong
+    loss, _ = token_losses(logits, target, pad_id=0, label_smoothing=eps)
+    loss.backward(retain_graph=True)
+    with pytest.raises(RuntimeError, match="only once"):
+        loss.backward()
+
+
+def test_loss_of_bf16_logits_is_computed_in_fp32_with_a_bf16_gradient() -> None:
+    logits = torch.randn(5, 9).to(torch.bfloat16).requires_grad_()
+    target = torch.randint(1, 9, (5,))
+    loss, _ = token_losses(logits, target, pad_id=0, label_smoothing=0.1)
+    assert loss.dtype == torch.float32
+    loss.backward()
+    assert logits.grad is not None and logits.grad.dtype == torch.bfloat16
+    reference = F.cross_entropy(logits.detach().float(), target, reduction="sum",
+                                label_smoothing=0.1)
+    torch.testing.assert_close(loss, reference)
+
+
 def test_inverse_sqrt_warms_up_then_decays() -> None:
     lr = [learning_rate(s, "inverse_sqrt", 1e-3, warmup_steps=100) for s in (1, 50, 100, 400)]
     assert lr[0] == pytest.approx(1e-5)

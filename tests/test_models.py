@@ -374,3 +374,24 @@ def test_output_positions_give_the_logits_of_the_real_positions(name: str) -> No
     some, _ = model(src, src_mask, tgt_in, need_attn=False, output_positions=positions)
     assert some.shape == (int(real.sum()), 30)
     torch.testing.assert_close(some, full[real], atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("cell", ["gru", "lstm"])
+@pytest.mark.parametrize("layers", [1, 2])
+def test_step_from_precomputed_input_gates_equals_the_torch_cell(cell: str, layers: int) -> None:
+    """rnn_step(x_tail, gates=input_gates(x_head)) == torch's cell on [x_head; x_tail]."""
+    from seq2seq.models.layers import RNNState, input_gates, make_rnn, rnn_step
+
+    torch.manual_seed(0)
+    rnn = make_rnn(cell, 7, 5, layers, dropout=0.0).double()
+    head, tail = torch.randn(3, 4, dtype=torch.double), torch.randn(3, 3, dtype=torch.double)
+    hidden = tuple(torch.randn(3, 5, dtype=torch.double) for _ in range(layers))
+    cells = tuple(torch.randn(3, 5, dtype=torch.double) for _ in range(layers))
+    state = RNNState(hidden=hidden, cell=cells if cell == "lstm" else None)
+    reference = rnn_step(rnn, torch.cat([head, tail], dim=1), state)
+    split = rnn_step(rnn, tail, state, gates=input_gates(rnn, head))
+    for a, b in zip(reference.hidden, split.hidden, strict=True):
+        torch.testing.assert_close(a, b)
+    if cell == "lstm":
+        for a, b in zip(reference.cell, split.cell, strict=True):
+            torch.testing.assert_close(a, b)

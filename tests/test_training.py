@@ -53,14 +53,18 @@ def test_train_writes_the_run_folder(tmp_path: Path, model: str) -> None:
 
 
 def weights(path: Path) -> dict[str, torch.Tensor]:
-    return load_checkpoint(path)["model"]
+    """The evaluated weights, and the trained ones too when they differ (an EMA run)."""
+    ckpt = load_checkpoint(path)
+    trained = {f"train_model.{k}": v for k, v in (ckpt.get("train_model") or {}).items()}
+    return {**ckpt["model"], **trained}
 
 
 def test_resume_after_sigterm_is_exact(tmp_path: Path) -> None:
-    """N steps straight == (SIGTERM at some step k) + resume to N: same weights, same losses."""
+    """N steps straight == (SIGTERM at some step k) + resume to N: same weights (trained and
+    averaged), same losses."""
     steps = 150
     common = [f"trainer.max_steps={steps}", "trainer.eval_every=1000", "trainer.log_every=1",
-              "trainer.final_test=false", "model.dropout=0.3"]
+              "trainer.final_test=false", "model.dropout=0.3", "trainer.ema_decay=0.9"]
     straight = tiny_config(tmp_path / "a", *common, data_root=tmp_path / "data")
     train(straight)
 
@@ -89,6 +93,7 @@ def test_resume_after_sigterm_is_exact(tmp_path: Path) -> None:
     train(resumed)
     a, b = weights(tmp_path / "a" / "run/checkpoints/last.pt"), weights(last)
     assert a.keys() == b.keys()
+    assert any(k.startswith("train_model.") for k in a)
     for name in a:
         torch.testing.assert_close(a[name], b[name], rtol=0, atol=1e-6, msg=name)
     losses_a = load_checkpoint(tmp_path / "a" / "run/checkpoints/last.pt")["progress"]["losses"]

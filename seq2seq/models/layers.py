@@ -105,13 +105,53 @@ def initial_state(rnn: nn.GRU | nn.LSTM, hidden: Tensor) -> RNNState:
     return RNNState(hidden=layers, cell=layers if isinstance(rnn, nn.LSTM) else None)
 
 
-def rnn_step(rnn: nn.GRU | nn.LSTM, x: Tensor, state: RNNState) -> RNNState:
+def input_gates(rnn: nn.GRU | nn.LSTM, leading: Tensor) -> Tensor:
+    """The first layer's input-gate term of the leading input features, W_ih[:, :k] x + b_ih.
+
+    A decoder whose step input is [x_t; c_t] with x_t known in advance (the embedded previous
+    word under teacher forcing) computes this for all steps in one large matrix product and
+    passes each step's slice to `rnn_step(..., gates=...)` with c_t alone.
+
+    Args:
+        rnn: the decoder stack.
+        leading: (..., k) the leading k features of the first layer's input.
+
+    Returns:
+        (..., G) with G = 3H (GRU) or 4H (LSTM).
+    """
+    weight = rnn.weight_ih_l0
+    return F.linear(leading, weight[:, : leading.size(-1)], rnn.bias_ih_l0)
+
+
+def _cell_from_gates(
+    gates: Tensor, hidden: Tensor, cell: Tensor | None, w_hh: Tensor, b_hh: Tensor
+) -> tuple[Tensor, Tensor | None]:
+    """One GRU/LSTM cell step from its full input-gate term W_ih x + b_ih, as torch.gru_cell /
+    torch.lstm_cell compute it (gate order r, z, n and i, f, g, o)."""
+    size = hidden.size(1)
+    if cell is None:  # GRU
+        hidden_gates = F.linear(hidden, w_hh, b_hh)  # (B, 3H)
+        rz = torch.sigmoid(gates[:, : 2 * size] + hidden_gates[:, : 2 * size])
+        reset, update = rz[:, :size], rz[:, size:]
+        new = torch.tanh(torch.addcmul(gates[:, 2 * size :], reset, hidden_gates[:, 2 * size :]))
+        return torch.lerp(new, hidden, update), None  # (1 - z) * n + z * h
+    all_gates = torch.addmm(gates, hidden, w_hh.t()) + b_hh  # (B, 4H)
+    in_gate, forget, candidate, out_gate = all_gates.chunk(4, dim=1)
+    cell = torch.sigmoid(forget) * cell + torch.sigmoid(in_gate) * torch.tanh(candidate)
+    return torch.sigmoid(out_gate) * torch.tanh(cell), cell
+
+
+def rnn_step(
+    rnn: nn.GRU | nn.LSTM, x: Tensor, state: RNNState, gates: Tensor | None = None
+) -> RNNState:
     """Advance a unidirectional stack by one time step with the module's own weights.
 
     Args:
         rnn: the decoder stack.
-        x: (B, I) input of this step.
+        x: (B, I) input of this step; with `gates`, only the trailing features of the first
+            layer's input.
         state: hidden (and cell) per layer; `feed` is carried over unchanged.
+        gates: (B, G) `input_gates` of the leading input features of this step, or None.
 
     Returns:
         The new state; its top-layer hidden is the step's output.
@@ -127,12 +167,18 @@ def rnn_step(rnn: nn.GRU | nn.LSTM, x: Tensor, state: RNNState) -> RNNState:
             getattr(rnn, f"bias_ih_l{layer}"),
             getattr(rnn, f"bias_hh_l{layer}"),
         )
-        if state.cell is None:
-            x = torch.gru_cell(x, state.hidden[layer], *weights)
+        cell = state.cell[layer] if state.cell is not None else None
+        if layer == 0 and gates is not None:
+            w_ih = weights[0]
+            full = torch.addmm(gates, x, w_ih[:, w_ih.size(1) - x.size(1) :].t())
+            x, c = _cell_from_gates(full, state.hidden[layer], cell, weights[1], weights[3])
+        elif cell is None:
+            x, c = torch.gru_cell(x, state.hidden[layer], *weights), None
         else:
-            x, c = torch.lstm_cell(x, (state.hidden[layer], state.cell[layer]), *weights)
-            cells.append(c)
+            x, c = torch.lstm_cell(x, (state.hidden[layer], cell), *weights)
         hidden.append(x)
+        if c is not None:
+            cells.append(c)
     return RNNState(
         hidden=tuple(hidden), cell=tuple(cells) if state.cell is not None else None, feed=state.feed
     )

@@ -28,6 +28,7 @@ from seq2seq.models.layers import (
     check_choice,
     encode_packed,
     initial_state,
+    input_gates,
     make_rnn,
     rnn_run,
     rnn_step,
@@ -130,11 +131,12 @@ class AttentionRNN(nn.Module):
         return state
 
     def _bahdanau_step(
-        self, emb: Tensor, state: RNNState, enc: EncoderOutput
+        self, gates: Tensor, state: RNNState, enc: EncoderOutput
     ) -> tuple[RNNState, Tensor, Tensor]:
-        """Attend with s_{t-1}, then step: emb (B, E) -> state, context (B, K), weights (B, S)."""
+        """Attend with s_{t-1}, then step on [y_{t-1}; c_t]: the embedding's input-gate term
+        gates (B, G) -> state, context (B, K), weights (B, S)."""
         context, weights = self.attention(state.hidden[-1], enc.keys, enc.states, enc.mask)
-        state = rnn_step(self.decoder, torch.cat([emb, context], dim=-1), state)
+        state = rnn_step(self.decoder, context, state, gates=gates)
         return state, context, weights
 
     def _bahdanau_output(self, top: Tensor, context: Tensor, emb: Tensor) -> Tensor:
@@ -160,7 +162,8 @@ class AttentionRNN(nn.Module):
         """prev_ids (B,) -> logits (B, V), new state, attention (B, S)."""
         emb = self.dropout(self.tgt_emb(prev_ids))  # (B, E)
         if self.bahdanau:
-            state, context, weights = self._bahdanau_step(emb, state, enc)
+            gates = input_gates(self.decoder, emb)
+            state, context, weights = self._bahdanau_step(gates, state, enc)
             out = self._bahdanau_output(state.hidden[-1], context, emb)
         else:
             state, out, weights = self._luong_step(emb, state, enc)
@@ -181,8 +184,10 @@ class AttentionRNN(nn.Module):
         emb = self.dropout(self.tgt_emb(tgt_in))  # (B, T, E), embedded once for all steps
         if self.bahdanau:
             tops, contexts, weights = [], [], []
-            for emb_t in emb.unbind(dim=1):  # unbind: its backward is one stack, not T copies
-                state, context, step_weights = self._bahdanau_step(emb_t, state, enc)
+            # the embeddings' share of the RNN input gates, for all steps in one product
+            gates = input_gates(self.decoder, emb)  # (B, T, G)
+            for gates_t in gates.unbind(dim=1):  # unbind: its backward is one stack, not T copies
+                state, context, step_weights = self._bahdanau_step(gates_t, state, enc)
                 tops.append(state.hidden[-1])
                 contexts.append(context)
                 weights.append(step_weights)

@@ -37,6 +37,7 @@ from seq2seq.models import build_model
 from seq2seq.models.base import EOS_ID, PAD_ID, count_parameters
 from seq2seq.tokenization import Tokenizer
 from seq2seq.training.checkpoint import load_checkpoint, rng_state, save_checkpoint, set_rng_state
+from seq2seq.training.ema import EMA
 from seq2seq.training.loss import token_losses
 from seq2seq.training.optim import Plateau, build_optimizer, learning_rate
 from seq2seq.training.runtime import Runtime, all_reduce_sum, setup_runtime, teardown
@@ -94,6 +95,7 @@ def decode_settings(cfg: DictConfig, beam_size: int) -> DecodeSettings:
 
 def checkpoint_payload(
     model: nn.Module,
+    ema: EMA | None,
     optimizer: torch.optim.Optimizer,
     plateau: Plateau,
     scaler: torch.amp.GradScaler | None,
@@ -101,8 +103,11 @@ def checkpoint_payload(
     cfg: DictConfig,
     tokenizer: Tokenizer,
 ) -> dict[str, Any]:
+    """What a checkpoint holds. "model" is what evaluate/translate load: the averaged weights
+    when trainer.ema_decay is set, and then "train_model" holds the trained ones for resuming."""
     return {
-        "model": model.state_dict(),
+        "model": (ema.model if ema is not None else model).state_dict(),
+        "train_model": model.state_dict() if ema is not None else None,
         "optimizer": optimizer.state_dict(),
         "plateau": plateau.state_dict(),
         "scaler": scaler.state_dict() if scaler is not None else None,
@@ -155,6 +160,7 @@ class Trainer:
         tok = data.tokenizer
         self.model = build_model(cfg.model, tok.src_vocab_size, tok.tgt_vocab_size).to(rt.device)
         self.num_parameters = count_parameters(self.model)
+        self.ema = EMA(self.model, t.ema_decay) if t.ema_decay is not None else None
         self.optimizer = build_optimizer(
             self.model, t.lr, tuple(t.betas), t.weight_decay
         )
@@ -287,14 +293,22 @@ class Trainer:
             self.optimizer.found_inf = skipped  # type: ignore[attr-defined]
             self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
+        if self.ema is not None:
+            self.ema.update(self.progress.step + 1)
         keep = 1.0 - skipped
         return torch.nan_to_num(nll_sum) * keep, grad_norm, keep * local_tokens, skipped
 
     # ---- evaluation -------------------------------------------------------------------------
+    @property
+    def eval_model(self) -> nn.Module:
+        """The weights that are evaluated: the average (trainer.ema_decay) or the trained ones."""
+        return self.ema.model if self.ema is not None else self.model
+
     @torch.inference_mode()
     def validation_loss(self) -> float:
         split = self.data.splits["validation"]
-        self.model.eval()
+        model, training = self.eval_model, self.eval_model.training
+        model.eval()
         total, tokens = 0.0, 0
         batches = token_batches(
             split.src_lens, split.tgt_lens, self.cfg.trainer.batch_tokens,
@@ -303,11 +317,11 @@ class Trainer:
         for indices in batches:
             batch = self.to_device(self.collate(split, indices))
             with self.rt.autocast():
-                logits, _ = self.model(batch.src, batch.src_mask, batch.tgt_in, need_attn=False)
+                logits, _ = model(batch.src, batch.src_mask, batch.tgt_in, need_attn=False)
             _, nll = token_losses(logits, batch.tgt_out, PAD_ID)
             total += nll.item()
             tokens += batch.num_tgt_tokens
-        self.model.train()
+        model.train(training)
         return total / max(tokens, 1)
 
     def evaluate(self, elapsed: float) -> dict[str, float]:
@@ -316,7 +330,7 @@ class Trainer:
         loss = self.validation_loss()
         settings = decode_settings(self.cfg, self.cfg.decoding.valid_beam_size)
         result = evaluate_split(
-            self.model, self.data.tokenizer, self.data.splits["validation"], settings,
+            self.eval_model, self.data.tokenizer, self.data.splits["validation"], settings,
             self.rt.device, max_sentences=t.eval_max_sentences,
             bleu_tokenize=self.cfg.data.bleu_tokenize,
         )
@@ -353,9 +367,10 @@ class Trainer:
             return
         tok = self.data.tokenizer
         split = encode_split(tok, probe, [""] * len(probe), 10_000, 10_000)
-        hyps = decode_ids(self.model, split.src_ids, decode_settings(self.cfg, 1), self.rt.device)
+        model = self.eval_model
+        hyps = decode_ids(model, split.src_ids, decode_settings(self.cfg, 1), self.rt.device)
         eos = tok.tgt_pieces([EOS_ID])[0]
-        cross_attention = getattr(self.model, "cross_attention", None)
+        cross_attention = getattr(model, "cross_attention", None)
         for i, (src_ids, nbest) in enumerate(zip(split.src_ids, hyps, strict=True)):
             hyp = nbest[0]
             text = tok.decode_tgt(hyp.tokens)
@@ -370,9 +385,10 @@ class Trainer:
             if cross_attention is not None:
                 batch = collate([src_ids], [hyp.tokens], [0]).to(self.rt.device)
                 with torch.inference_mode():
-                    self.model.eval()
+                    training = model.training
+                    model.eval()
                     heads = cross_attention(batch.src, batch.src_mask, batch.tgt_in)
-                    self.model.train()
+                    model.train(training)
                 fig = head_grid(heads[-1, 0].float().cpu(), src_labels, tgt_labels,
                                 title=f"step {step}: last layer, per head")
                 self.writer.add_figure(f"attention_heads/probe_{i}", fig, step)
@@ -384,7 +400,7 @@ class Trainer:
         self.progress.elapsed = elapsed
         save_checkpoint(
             self.ckpt_dir / name,
-            checkpoint_payload(self.model, self.optimizer, self.plateau, self.scaler,
+            checkpoint_payload(self.model, self.ema, self.optimizer, self.plateau, self.scaler,
                                self.progress, self.cfg, self.data.tokenizer),
         )
 
@@ -392,7 +408,10 @@ class Trainer:
         ckpt = load_checkpoint(path, map_location=self.rt.device)
         check_tokenizer(ckpt, self.data.tokenizer, path)
         try:
-            self.model.load_state_dict(ckpt["model"])
+            if self.ema is not None:
+                self.ema.model.load_state_dict(ckpt["model"])
+            trained = ckpt.get("train_model")
+            self.model.load_state_dict(trained if trained is not None else ckpt["model"])
         except RuntimeError as err:
             raise UserError(f"{path}: the weights do not fit this model config "
                             f"({str(err).splitlines()[0][:200]})") from None

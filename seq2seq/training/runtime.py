@@ -7,8 +7,10 @@ gloo on CPUs. Only the main process (rank 0) logs, evaluates and writes files.
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import os
 import random
+import sys
 from dataclasses import dataclass
 
 import torch
@@ -67,6 +69,31 @@ def pick_precision(name: str, device: torch.device) -> str:
     return "fp32"
 
 
+def keep_freed_memory() -> bool:
+    """Ask glibc's malloc to keep freed blocks for reuse instead of returning them to the OS.
+
+    By default glibc serves blocks of more than 32 MiB (and, adaptively, smaller ones) with
+    mmap and unmaps them on free, so every new (N, V) logits tensor or attention activation of
+    a CPU training step is page-faulted in again. Disabling mmap for malloc and raising the trim
+    threshold keeps that memory in the heap: about 6% more tokens/s for the RNN on this CPU
+    (what jemalloc/tcmalloc give, without a preload). Peak memory is unchanged; the process
+    just does not shrink after a peak. Returns whether the settings were applied (Linux with
+    glibc only).
+    """
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+        mallopt = libc.mallopt
+    except (OSError, AttributeError):  # not glibc (e.g. musl)
+        return False
+    m_trim_threshold, m_top_pad, m_mmap_max = -1, -2, -4
+    return all(
+        mallopt(param, value) == 1
+        for param, value in ((m_mmap_max, 0), (m_trim_threshold, 2**31 - 1), (m_top_pad, 2**28))
+    )
+
+
 def seed_everything(seed: int) -> None:
     random.seed(seed)
     torch.manual_seed(seed)  # seeds CUDA too
@@ -87,6 +114,8 @@ def setup_runtime(
         torch.cuda.set_device(dev)
         torch.backends.cuda.matmul.allow_tf32 = True
         torch.backends.cudnn.allow_tf32 = True
+    if dev.type == "cpu":
+        keep_freed_memory()
     if threads:
         torch.set_num_threads(threads)
     elif world_size > 1 and dev.type == "cpu":

@@ -1,0 +1,57 @@
+"""scripts/benchmark.py end to end on the tiny corpus: a real worker process per variant."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.tiny import corpus_overrides
+
+SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "benchmark.py"
+
+
+@pytest.fixture(scope="module")
+def benchmark():
+    spec = importlib.util.spec_from_file_location("benchmark", SCRIPT)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_spread_batches_cover_the_epoch_evenly(benchmark) -> None:
+    epoch = [[i] for i in range(10)]
+    assert benchmark.spread_batches(epoch, 5) == [[0], [2], [4], [6], [8]]
+    assert benchmark.spread_batches(epoch, 12) == epoch + epoch[:2]  # repeated when short
+
+
+def test_padded_share_counts_eos_and_rounding(benchmark) -> None:
+    # one batch of two sentences: source 2+1 and 4+1 positions, target 1+1 and 1+1
+    assert benchmark.padded_share([[0, 1]], [2, 4], [1, 1], 1) == pytest.approx(1 - 12 / 14)
+    # rounding the lengths up to a multiple of 8 pads more
+    assert benchmark.padded_share([[0, 1]], [2, 4], [1, 1], 8) == pytest.approx(1 - 12 / 32)
+
+
+def test_benchmark_measures_a_variant_and_writes_json(benchmark, tmp_path: Path) -> None:
+    out = tmp_path / "bench.json"
+    overrides = [
+        *corpus_overrides(tmp_path / "data"), "model.emb_dim=16", "model.hidden_size=32",
+        "model.attn_dim=32", "trainer.batch_tokens=256", "trainer.threads=1",
+    ]
+    code = benchmark.main([
+        "--variants", "bahdanau", "--steps", "3", "--repeats", "2", "--device", "cpu",
+        "--decode-sentences", "4", "--json", str(out), "--", *overrides,
+    ])
+    assert code == 0
+    result = json.loads(out.read_text())["results"]["bahdanau"]
+    assert result["train_steps"] == 3
+    assert len(result["train_tokens_per_s_runs"]) == 2
+    assert result["train_tokens_per_s"] > 0
+    assert 0.0 <= result["padding"] < 1.0
+    assert result["decode_sentences"] == 4
+    assert result["decode"]["beam5"]["seconds"] > 0
+    assert result["peak_mem_train_mib"] > 0
+    assert result["mfu"] is None  # CPU: no peak to compare against
