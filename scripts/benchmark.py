@@ -217,7 +217,7 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
 
         data = prepare_data(cfg.data, cfg.tokenizer, verbose=False)
         trainer = Trainer(cfg, rt, data, Path(tmp))
-        split = trainer.train_split
+        split = trainer.epoch_split(0)
         epoch = trainer.epoch_batches(0)
         batches = spread_batches(epoch, WARMUP_STEPS + args.steps)
 

@@ -96,6 +96,10 @@ class TrainerConfig:
     plateau_factor: float = 0.5
     plateau_patience: int = 2  # evaluations without improvement before the lr drops
     label_smoothing: float = 0.1
+    # subword regularization (unigram tokenizer): every epoch each training text takes one of
+    # its subword_nbest best segmentations, drawn with probability ~ P^alpha; None: the best
+    subword_alpha: float | None = None
+    subword_nbest: int = 8
     clip_norm: float = 1.0
     ema_decay: float | None = None  # evaluate and save an average of the weights; None: off
     # budgets: the first one reached ends training; None is no limit

@@ -92,6 +92,14 @@ class Tokenizer:
         """Target piece ids per text, without BOS or EOS."""
         return self._tgt.encode(list(texts), out_type=int)
 
+    def nbest_src(self, texts: list[str], n: int) -> list[tuple[list[list[int]], list[float]]]:
+        """Per text its n best source segmentations (piece ids) and their log-probabilities."""
+        return _nbest(self._src, texts, n)
+
+    def nbest_tgt(self, texts: list[str], n: int) -> list[tuple[list[list[int]], list[float]]]:
+        """Per text its n best target segmentations (piece ids) and their log-probabilities."""
+        return _nbest(self._tgt, texts, n)
+
     def decode_tgt(self, ids: Sequence[int]) -> str:
         """The exact text of target piece ids; pad, bos and eos ids are dropped."""
         return self._tgt.decode([int(i) for i in ids if int(i) not in self._special])
@@ -163,6 +171,16 @@ class Tokenizer:
             raise UserError(
                 f"{directory}: corrupt sentencepiece model ({str(err).splitlines()[0]})"
             ) from None
+
+
+def _nbest(
+    processor: spm.SentencePieceProcessor, texts: list[str], n: int
+) -> list[tuple[list[list[int]], list[float]]]:
+    results = []
+    for proto in processor.nbest_encode_as_proto(list(texts), nbest_size=n):
+        best = [([piece.id for piece in seg.pieces], seg.score) for seg in proto.nbests]
+        results.append(([ids for ids, _ in best], [score for _, score in best]))
+    return results
 
 
 def corpus_fingerprint(src: Iterable[str], tgt: Iterable[str]) -> str:

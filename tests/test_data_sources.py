@@ -180,3 +180,26 @@ def test_load_corpus_unknown_source(tmp_path: Path) -> None:
 def test_data_root() -> None:
     assert data_root(None) == Path(__file__).resolve().parents[1] / "data"
     assert data_root("/tmp/somewhere") == Path("/tmp/somewhere")
+
+
+def test_segmentation_sampler_is_seeded_varied_and_exact(tmp_path: Path) -> None:
+    """Subword regularization draws from the n best segmentations by P^alpha, from (seed,
+    epoch) alone; every draw decodes to the text."""
+    from seq2seq.corpus import SegmentationSampler, prepare_data
+    from tests.tiny import tiny_config
+
+    cfg = tiny_config(tmp_path)
+    data = prepare_data(cfg.data, cfg.tokenizer, verbose=False)
+    split, tok = data.splits["train"], data.tokenizer
+    sampler = SegmentationSampler(tok, split, alpha=0.5, nbest=4, max_src_len=256,
+                                  max_tgt_len=256)
+    first = sampler.sample(seed=1, epoch=0)
+    again = SegmentationSampler(tok, split, 0.5, 4, 256, 256).sample(seed=1, epoch=0)
+    assert again.src_ids == first.src_ids and again.tgt_ids == first.tgt_ids
+    assert sampler.sample(seed=1, epoch=1).tgt_ids != first.tgt_ids
+    assert first.src_ids != split.src_ids and first.tgt_ids != split.tgt_ids
+    assert [tok.decode_tgt(ids) for ids in first.tgt_ids] == split.tgt_text
+    # a sharp distribution (large alpha) keeps the best segmentation almost always
+    sharp = SegmentationSampler(tok, split, 50.0, 4, 256, 256).sample(seed=1, epoch=0)
+    same = sum(a == b for a, b in zip(sharp.tgt_ids, split.tgt_ids, strict=True))
+    assert same > 0.95 * len(split)

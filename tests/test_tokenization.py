@@ -122,3 +122,15 @@ def test_load_errors_name_the_path(tmp_path: Path) -> None:
     model.unlink()
     with pytest.raises(UserError, match=r"spm\.en\.model: the tgt sentencepiece model is missing"):
         Tokenizer.load(tmp_path / "saved")
+
+
+def test_nbest_segmentations_decode_to_the_text_best_first(tmp_path: Path) -> None:
+    tok = build(tmp_path, corpus(TRAIN))
+    texts = [tgt for _, tgt in TRAIN[:5]]
+    for text, best, (candidates, scores) in zip(
+        texts, tok.encode_tgt(texts), tok.nbest_tgt(texts, 4), strict=True
+    ):
+        assert candidates[0] == best
+        assert 1 < len(candidates) <= 4 and len(set(map(tuple, candidates))) == len(candidates)
+        assert scores == sorted(scores, reverse=True)
+        assert all(tok.decode_tgt(ids) == text for ids in candidates)

@@ -61,10 +61,11 @@ def weights(path: Path) -> dict[str, torch.Tensor]:
 
 def test_resume_after_sigterm_is_exact(tmp_path: Path) -> None:
     """N steps straight == (SIGTERM at some step k) + resume to N: same weights (trained and
-    averaged), same losses."""
+    averaged), same losses; the resumed run samples the same subword segmentations."""
     steps = 150
     common = [f"trainer.max_steps={steps}", "trainer.eval_every=1000", "trainer.log_every=1",
-              "trainer.final_test=false", "model.dropout=0.3", "trainer.ema_decay=0.9"]
+              "trainer.final_test=false", "model.dropout=0.3", "trainer.ema_decay=0.9",
+              "trainer.subword_alpha=0.5"]
     straight = tiny_config(tmp_path / "a", *common, data_root=tmp_path / "data")
     train(straight)
 
@@ -198,3 +199,23 @@ def test_compiled_training_handles_the_varying_batch_shapes(tmp_path: Path) -> N
                                 "trainer.eval_every=15", "trainer.final_test=false"))
     assert metrics["steps"] == 30
     assert metrics["history"][-1]["valid_loss"] < metrics["history"][0]["valid_loss"]
+
+
+def test_subword_sampling_segments_each_epoch_anew(tmp_path: Path) -> None:
+    from seq2seq.corpus import prepare_data
+    from seq2seq.training.loop import Trainer
+    from seq2seq.training.runtime import setup_runtime
+
+    cfg = tiny_config(tmp_path, "trainer.subword_alpha=0.3")
+    t = cfg.trainer
+    data = prepare_data(cfg.data, cfg.tokenizer, verbose=False)
+    rt = setup_runtime(t.device, t.precision, t.threads, t.seed)
+    trainer = Trainer(cfg, rt, data, tmp_path / "run")
+    first = trainer.epoch_split(0)
+    assert first.src_ids != trainer.train_split.src_ids  # sampled, not the best segmentation
+    assert trainer.epoch_split(1).tgt_ids != first.tgt_ids
+    assert trainer.epoch_split(0).tgt_ids == first.tgt_ids  # the same (seed, epoch) again
+    assert first.src_text == trainer.train_split.src_text
+    batches = trainer.epoch_batches(0)
+    assert sorted(i for b in batches for i in b) == list(range(len(first)))
+    trainer.writer.close()

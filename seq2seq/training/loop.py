@@ -29,7 +29,13 @@ from torch.utils.data import DataLoader
 from torch.utils.tensorboard import SummaryWriter
 from tqdm import tqdm
 
-from seq2seq.corpus import EncodedSplit, PreparedData, encode_split, prepare_data
+from seq2seq.corpus import (
+    EncodedSplit,
+    PreparedData,
+    SegmentationSampler,
+    encode_split,
+    prepare_data,
+)
 from seq2seq.data.batching import Batch, collate, padding_fraction, token_batches
 from seq2seq.errors import UserError
 from seq2seq.evaluation.evaluator import DecodeSettings, decode_ids, evaluate_split
@@ -168,6 +174,8 @@ class Trainer:
         self.scaler = rt.grad_scaler()
         self.progress = Progress()
         self.train_split = data.splits["train"]
+        self._sampler: SegmentationSampler | None = None  # trainer.subword_alpha
+        self._sampled: tuple[int, EncodedSplit] | None = None  # (epoch, its segmentation)
         self.step_model: nn.Module = self.model  # what the step calls: maybe compiled, maybe DDP
         if t.compile:
             self.step_model = torch.compile(self.model, dynamic=True)
@@ -178,11 +186,29 @@ class Trainer:
         self.ckpt_dir = run_dir / "checkpoints"
 
     # ---- data -------------------------------------------------------------------------------
+    def epoch_split(self, epoch: int) -> EncodedSplit:
+        """The training pairs as segmented for `epoch`: the prepared split, or with
+        trainer.subword_alpha a segmentation sampled from (seed, epoch), the same on every
+        process and again after a resume."""
+        t = self.cfg.trainer
+        if t.subword_alpha is None:
+            return self.train_split
+        if self._sampler is None:
+            tok = self.cfg.tokenizer
+            self._sampler = SegmentationSampler(
+                self.data.tokenizer, self.train_split, t.subword_alpha, t.subword_nbest,
+                tok.max_src_len, tok.max_tgt_len,
+            )
+        if self._sampled is None or self._sampled[0] != epoch:
+            self._sampled = (epoch, self._sampler.sample(t.seed, epoch))
+        return self._sampled[1]
+
     def epoch_batches(self, epoch: int) -> list[list[int]]:
         t = self.cfg.trainer
+        split = self.epoch_split(epoch)
         return token_batches(
-            self.train_split.src_lens,
-            self.train_split.tgt_lens,
+            split.src_lens,
+            split.tgt_lens,
             t.batch_tokens,
             shuffle=True,
             seed=t.seed,
@@ -211,7 +237,7 @@ class Trainer:
         return iter(DataLoader(
             batches,  # type: ignore[arg-type]
             batch_size=None,
-            collate_fn=functools.partial(self.collate, self.train_split),
+            collate_fn=functools.partial(self.collate, self.epoch_split(epoch)),
             num_workers=workers,
             pin_memory=self.rt.device.type == "cuda",
             prefetch_factor=4 if workers > 0 else None,
@@ -450,7 +476,8 @@ class Trainer:
             raise UserError("the training split yields no batch for this process")
         stream = self.batch_stream(p.epoch, p.position)
         if self.rt.is_main:
-            frac = padding_fraction(batches, self.train_split.src_lens, self.train_split.tgt_lens)
+            split = self.epoch_split(p.epoch)
+            frac = padding_fraction(batches, split.src_lens, split.tgt_lens)
             print(f"train: {len(self.train_split)} pairs, {len(batches)} batches per epoch "
                   f"and process, padding {frac:.1%}")
         bar = tqdm(total=t.max_steps, initial=p.step, disable=not (self.rt.is_main and t.progress),
