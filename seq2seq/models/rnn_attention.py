@@ -108,7 +108,9 @@ class AttentionRNN(nn.Module):
             rnn_input = emb_dim + (out_size if self.input_feeding else 0)
             self.combine = nn.Linear(memory_size + hidden_size, out_size, bias=False)
         self.decoder = make_rnn(cell, rnn_input, hidden_size, num_layers, dropout)
-        self.generator = nn.Linear(out_size, tgt_vocab_size)
+        # no bias, as in JoeyNMT and fairseq: the combine layer before it has one, and adding an
+        # (N, V) bias costs as much as a fifth of the output projection on a CPU
+        self.generator = nn.Linear(out_size, tgt_vocab_size, bias=False)
         if tie_embeddings:
             self.generator.weight = self.tgt_emb.weight
 
