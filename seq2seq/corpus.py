@@ -50,14 +50,27 @@ def encode_split(
     tokenizer: Tokenizer, src: list[str], tgt: list[str], max_src_len: int, max_tgt_len: int
 ) -> EncodedSplit:
     """Encode a split, keeping room for the EOS (and BOS) the batcher adds."""
-    src_ids = tokenizer.encode_src(src)
-    tgt_ids = tokenizer.encode_tgt(tgt)
+    return fitted_split(
+        list(src), list(tgt), tokenizer.encode_src(src), tokenizer.encode_tgt(tgt),
+        max_src_len, max_tgt_len,
+    )
+
+
+def fitted_split(
+    src: list[str],
+    tgt: list[str],
+    src_ids: list[list[int]],
+    tgt_ids: list[list[int]],
+    max_src_len: int,
+    max_tgt_len: int,
+) -> EncodedSplit:
+    """The split with each pair whose ids leave no room for EOS/BOS cut to fit (in place)."""
     truncated = 0
     for i, (s, t) in enumerate(zip(src_ids, tgt_ids, strict=True)):
         if len(s) >= max_src_len or len(t) >= max_tgt_len:
             truncated += 1
             src_ids[i], tgt_ids[i] = s[: max_src_len - 1], t[: max_tgt_len - 1]
-    return EncodedSplit(list(src), list(tgt), src_ids, tgt_ids, truncated)
+    return EncodedSplit(src, tgt, src_ids, tgt_ids, truncated)
 
 
 class SegmentationSampler:
@@ -112,12 +125,8 @@ class SegmentationSampler:
             picks = np.minimum(draws, (scores > -np.inf).sum(axis=1) - 1)
             chosen.append([list(c[k]) for c, k in zip(candidates, picks.tolist(), strict=True)])
         src_ids, tgt_ids = chosen
-        truncated = 0
-        for i, (s, t) in enumerate(zip(src_ids, tgt_ids, strict=True)):
-            if len(s) >= self.max_src_len or len(t) >= self.max_tgt_len:
-                truncated += 1
-                src_ids[i], tgt_ids[i] = s[: self.max_src_len - 1], t[: self.max_tgt_len - 1]
-        return EncodedSplit(self.split.src_text, self.split.tgt_text, src_ids, tgt_ids, truncated)
+        return fitted_split(self.split.src_text, self.split.tgt_text, src_ids, tgt_ids,
+                            self.max_src_len, self.max_tgt_len)
 
 
 def prepare_data(data: DataConfig, tok: TokenizerConfig, verbose: bool = True) -> PreparedData:
