@@ -151,7 +151,10 @@ class RNNAttentionConfig(ModelConfig):
     attn_dim: int = 256
     num_layers: int = 1
     dropout: float = 0.2
-    tie_embeddings: bool = False
+    tie_embeddings: bool = False  # the target embedding is the output projection
+    share_embeddings: bool = False  # one embedding for source and target (joint vocabulary)
+    lexical: bool = False  # the lexical output model of Nguyen & Chiang (2018)
+    query_word: bool = False  # bahdanau: the previous target word joins the attention query
 
 
 @dataclass

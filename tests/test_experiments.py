@@ -21,11 +21,12 @@ CONFIGS = ROOT / "configs"
 EXPERIMENTS = sorted((CONFIGS / "experiment").glob("*.yaml"))
 
 
-def compose_experiment(name: str, *overrides: str) -> DictConfig:
+def compose_experiment(name: str | None, *overrides: str) -> DictConfig:
+    """The composed config of an experiment; None: the defaults (no experiment)."""
     register_configs()
+    chosen = [f"experiment={name}"] if name is not None else []
     with initialize_config_dir(config_dir=str(CONFIGS), version_base="1.3"):
-        return compose("config", overrides=[f"experiment={name}", "run_dir=/tmp/unused",
-                                            *overrides])
+        return compose("config", overrides=[*chosen, "run_dir=/tmp/unused", *overrides])
 
 
 def test_the_documented_experiments_exist() -> None:
@@ -135,3 +136,18 @@ def test_an_iwslt_run_without_network_says_how_to_fetch_the_data(tmp_path: Path)
     assert "could not fetch dataset IWSLT/iwslt2017 (iwslt2017-de-en)" in errors[0]
     assert "Fetch it once with network access" in errors[0]
     assert "python -m seq2seq.prepare" in errors[0]
+
+
+def test_the_peer_and_paper_rnns_keep_their_published_architecture() -> None:
+    """The default Bahdanau model adds the lexical model, the previous word in the query and
+    one shared embedding; the peer preset (JoeyNMT) and the RNNsearch recipe must not."""
+    default = compose_experiment(None)
+    assert default.model.name == "bahdanau"
+    assert default.model.lexical and default.model.query_word and default.model.share_embeddings
+    for name, tied in (("peer_rnn", True), ("iwslt2017_de_en_bahdanau", False)):
+        m = compose_experiment(name).model
+        assert not (m.lexical or m.query_word or m.share_embeddings), name
+        assert m.tie_embeddings == tied
+        model = build_model(m, src_vocab_size=100, tgt_vocab_size=100)
+        assert model.lexical is None and model.word_query is None
+        assert model.src_emb is not model.tgt_emb

@@ -14,6 +14,7 @@ from seq2seq.models.attention import (
     AdditiveAttention,
     DotAttention,
     GeneralAttention,
+    LexicalOutput,
     masked_softmax,
 )
 from seq2seq.models.base import BOS_ID, EOS_ID, PAD_ID, Seq2SeqModel
@@ -37,6 +38,17 @@ RNN_VARIANTS = [
     ),
     pytest.param(
         dict(score="dot", input_feeding=True, tie_embeddings=True), id="luong-dot-feed-tied"
+    ),
+    pytest.param(
+        dict(score="additive", lexical=True, share_embeddings=True, tie_embeddings=True),
+        id="bahdanau-lexical-shared-tied",
+    ),
+    pytest.param(
+        dict(score="additive", cell="lstm", lexical=True, query_word=True), id="bahdanau-query-word"
+    ),
+    pytest.param(dict(score="general", input_feeding=False, lexical=True), id="luong-lexical"),
+    pytest.param(
+        dict(score="dot", input_feeding=True, cell="lstm", lexical=True), id="luong-feed-lexical"
     ),
 ]
 
@@ -313,6 +325,59 @@ def test_transformer_tied_embeddings_share_one_parameter():
     assert torch.equal(tied.src_emb.weight[5], tied.generator.weight[5])
 
 
+def test_rnn_shared_and_tied_embeddings_are_one_parameter_scaled_as_an_output_layer():
+    model = rnn_model(emb_dim=64, share_embeddings=True, tie_embeddings=True)
+    assert model.src_emb.weight is model.tgt_emb.weight is model.generator.weight
+    weight = model.generator.weight
+    assert torch.equal(weight[PAD_ID], torch.zeros(64))
+    assert 0.08 < weight[1:].std().item() < 0.17  # N(0, 1/64), not N(0, 1)
+    src, mask, tgt_in = make_batch()
+    logits, _ = model(src, mask, tgt_in)
+    assert logits.abs().max() < 3.0  # the first loss is near log V, not inflated by sqrt(E)
+    shared = rnn_model(share_embeddings=True)
+    assert sum(p.numel() for p in rnn_model().parameters()) == (
+        sum(p.numel() for p in shared.parameters()) + VOCAB * 8
+    )
+
+
+def test_rnn_shared_embeddings_need_one_vocabulary():
+    with pytest.raises(ValueError, match="joint vocabulary") as raised:
+        AttentionRNN(src_vocab_size=VOCAB, tgt_vocab_size=VOCAB + 1, share_embeddings=True)
+    assert isinstance(raised.value, UserError)
+
+
+def test_lexical_output_reads_the_attended_source_embedding():
+    """Nguyen & Chiang (2018): out = W (tanh(U f) + f) with f = tanh(sum_i a_i x_i)."""
+    torch.manual_seed(0)
+    lexical = LexicalOutput(emb_dim=6, out_size=5)
+    embedded = torch.randn(2, 4, 6)
+    weights = torch.tensor([[0.0, 0.0, 1.0, 0.0], [0.25, 0.25, 0.25, 0.25]])
+    out = lexical(weights, embedded)
+    f = torch.tanh(torch.stack([embedded[0, 2], embedded[1].mean(0)]))
+    expected = lexical.out(torch.tanh(lexical.hidden(f)) + f)
+    assert torch.allclose(out, expected, atol=1e-6)
+    all_steps = lexical(weights.unsqueeze(1).expand(2, 3, 4), embedded)  # (B, T, S) weights
+    assert torch.allclose(all_steps, expected.unsqueeze(1).expand(2, 3, 5), atol=1e-6)
+
+
+def test_lexical_model_depends_on_the_attended_source_word():
+    """Changing the embedding of one source word changes the lexical model's logits even
+    with the encoder states held fixed: the word reaches the output by the short path."""
+    model = rnn_model(lexical=True)
+    src, mask, _ = make_batch()
+    enc = model.encode(src, mask)
+    state = model.init_state(enc)
+    prev = torch.full((3,), BOS_ID)
+    logits, _, _ = model.decode_step(prev, state, enc)
+    changed = enc.reorder(torch.arange(3))
+    changed.embedded = enc.embedded + 1.0
+    other, _, _ = model.decode_step(prev, state, changed)
+    assert not torch.allclose(logits, other, atol=1e-3)
+    plain = rnn_model()
+    enc = plain.encode(src, mask)
+    assert enc.embedded is None
+
+
 def test_transformer_tied_embeddings_need_one_vocabulary():
     with pytest.raises(ValueError, match="joint vocabulary") as raised:
         Transformer(src_vocab_size=VOCAB, tgt_vocab_size=VOCAB + 1, d_model=16, num_heads=4)
@@ -353,11 +418,15 @@ def test_build_model_from_the_config_schemas(schema, settings, model_class, caps
     assert logits.shape == (3, TGT_LEN, VOCAB)
 
 
-@pytest.mark.parametrize("name", ["vanilla", "bahdanau", "luong", "transformer"])
+@pytest.mark.parametrize(
+    "name", ["vanilla", "bahdanau", "bahdanau-lexical", "luong", "transformer"]
+)
 def test_output_positions_give_the_logits_of_the_real_positions(name: str) -> None:
     """The training loop asks for logits at real target tokens only; they must be the same."""
     schema = {"vanilla": VanillaConfig(emb_dim=8, hidden_size=12),
               "bahdanau": RNNAttentionConfig(emb_dim=8, hidden_size=12, attn_dim=10),
+              "bahdanau-lexical": RNNAttentionConfig(emb_dim=8, hidden_size=12, attn_dim=10,
+                                                     lexical=True),
               "luong": RNNAttentionConfig(name="luong", score="general", input_feeding=False,
                                           emb_dim=8, hidden_size=12, attn_dim=10),
               "transformer": TransformerConfig(d_model=16, num_heads=2, ff_dim=32,

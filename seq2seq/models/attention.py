@@ -60,7 +60,11 @@ def attend(
 
 
 class AdditiveAttention(nn.Module):
-    """Bahdanau: score(q, h) = v^T tanh(W q + U h); U h is the precomputed key."""
+    """Bahdanau: score(q, h) = v^T tanh(W q + U h); U h is the precomputed key.
+
+    `query_extra` (B[, T], A) adds an already projected term to W q, e.g. the previous target
+    word's Y y_{t-1}, projected once for all steps.
+    """
 
     def __init__(self, query_size: int, key_size: int, attn_size: int) -> None:
         super().__init__()
@@ -72,14 +76,22 @@ class AdditiveAttention(nn.Module):
         return self.key_proj(states)
 
     def score(self, query: Tensor, keys: Tensor) -> Tensor:
-        q = self.query_proj(query).unsqueeze(2)  # (B, T, 1, A)
-        return self.v(torch.tanh(q + keys.unsqueeze(1))).squeeze(-1)  # (B, T, S)
+        """(B, T, A) projected queries, (B, S, A) keys -> (B, T, S) scores."""
+        return self.v(torch.tanh(query.unsqueeze(2) + keys.unsqueeze(1))).squeeze(-1)
 
     def forward(
-        self, query: Tensor, keys: Tensor, values: Tensor, mask: Tensor
+        self,
+        query: Tensor,
+        keys: Tensor,
+        values: Tensor,
+        mask: Tensor,
+        query_extra: Tensor | None = None,
     ) -> tuple[Tensor, Tensor]:
         """Query (B, Q) or (B, T, Q) -> context (B[, T], K), weights (B[, T], S); see `attend`."""
-        return attend(self.score, query, keys, values, mask)
+        projected = self.query_proj(query)
+        if query_extra is not None:
+            projected = projected + query_extra
+        return attend(self.score, projected, keys, values, mask)
 
 
 class DotAttention(nn.Module):
@@ -107,3 +119,25 @@ class GeneralAttention(DotAttention):
 
     def project_keys(self, states: Tensor) -> Tensor:
         return self.key_proj(states)
+
+
+class LexicalOutput(nn.Module):
+    """The lexical model of Nguyen & Chiang (2018), "Improving Lexical Choice in NMT".
+
+    The attention weights also average the source *embeddings*, f_t = tanh(sum_i a_ti x_i), and
+    a one-layer residual network of f_t adds to the decoder's output vector, so a source word
+    reaches the output layer through one short path. It helps rare words and names on small
+    corpora, and rewards attending to the word being translated.
+    """
+
+    def __init__(self, emb_dim: int, out_size: int) -> None:
+        super().__init__()
+        self.hidden = nn.Linear(emb_dim, emb_dim, bias=False)
+        self.out = nn.Linear(emb_dim, out_size, bias=False)
+
+    def forward(self, weights: Tensor, embedded: Tensor) -> Tensor:
+        """weights (B, S) or (B, T, S), embedded source (B, S, E) -> (B[, T], O)."""
+        one_step = weights.dim() == 2
+        f = torch.tanh(torch.bmm(weights.unsqueeze(1) if one_step else weights, embedded))
+        out = self.out(torch.tanh(self.hidden(f)) + f)  # (B, T, O)
+        return out.squeeze(1) if one_step else out

@@ -40,12 +40,14 @@ class EncoderOutput:
         mask: (B, S) True at real source tokens.
         final: (B, D) a summary of the whole source (RNN encoders), or None.
         keys: (B, S, A) attention keys projected once per sentence, or None.
+        embedded: (B, S, E) the source embeddings, for a lexical output model, or None.
     """
 
     states: Tensor
     mask: Tensor
     final: Tensor | None = None
     keys: Tensor | None = None
+    embedded: Tensor | None = None
 
     def reorder(self, index: Tensor) -> EncoderOutput:
         """Select (and repeat) batch rows, e.g. to expand each sentence into its beams."""

@@ -105,6 +105,18 @@ def initial_state(rnn: nn.GRU | nn.LSTM, hidden: Tensor) -> RNNState:
     return RNNState(hidden=layers, cell=layers if isinstance(rnn, nn.LSTM) else None)
 
 
+def init_output_embedding(emb: nn.Embedding) -> None:
+    """Rescale an embedding that is also the output projection to N(0, 1/E), padding row zero.
+
+    nn.Embedding's N(0, 1) rows would make the first logits as large as sqrt(E) (a loss of about
+    9 instead of log V at the start, and a slow first thousand updates).
+    """
+    nn.init.normal_(emb.weight, std=emb.embedding_dim**-0.5)
+    if emb.padding_idx is not None:
+        with torch.no_grad():
+            emb.weight[emb.padding_idx].zero_()
+
+
 def input_gates(rnn: nn.GRU | nn.LSTM, leading: Tensor) -> Tensor:
     """The first layer's input-gate term of the leading input features, W_ih[:, :k] x + b_ih.
 

@@ -21,12 +21,19 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
-from seq2seq.models.attention import AdditiveAttention, DotAttention, GeneralAttention
+from seq2seq.models.attention import (
+    AdditiveAttention,
+    DotAttention,
+    GeneralAttention,
+    LexicalOutput,
+)
 from seq2seq.models.base import PAD_ID, EncoderOutput
 from seq2seq.models.layers import (
+    ModelConfigError,
     RNNState,
     check_choice,
     encode_packed,
+    init_output_embedding,
     initial_state,
     input_gates,
     make_rnn,
@@ -54,6 +61,11 @@ class AttentionRNN(nn.Module):
         num_layers: layers of the encoder and of the decoder.
         dropout: on embeddings, between RNN layers and before the output projection.
         tie_embeddings: share the target embedding with the output projection.
+        share_embeddings: one embedding for source and target (needs a joint vocabulary).
+        lexical: add the lexical model (`LexicalOutput`) to the output vector.
+        query_word: Bahdanau only: the previous target word joins s_{t-1} in the attention
+            query, v^T tanh(W s_{t-1} + Y y_{t-1} + U h_i), so the step that chooses where to
+            look knows which word it has just written.
     """
 
     def __init__(
@@ -72,6 +84,9 @@ class AttentionRNN(nn.Module):
         num_layers: int = 1,
         dropout: float = 0.2,
         tie_embeddings: bool = False,
+        share_embeddings: bool = False,
+        lexical: bool = False,
+        query_word: bool = False,
     ) -> None:
         super().__init__()
         check_choice("score", score, SCORES)
@@ -84,8 +99,18 @@ class AttentionRNN(nn.Module):
         out_size = emb_dim if tie_embeddings else hidden_size
         self.out_size = out_size
 
-        self.src_emb = nn.Embedding(src_vocab_size, emb_dim, padding_idx=pad_id)
         self.tgt_emb = nn.Embedding(tgt_vocab_size, emb_dim, padding_idx=pad_id)
+        if share_embeddings and src_vocab_size != tgt_vocab_size:
+            raise ModelConfigError(
+                f"model.share_embeddings=true needs one joint vocabulary, but the source has "
+                f"{src_vocab_size} pieces and the target {tgt_vocab_size}: "
+                f"set tokenizer.joint=true or model.share_embeddings=false"
+            )
+        self.src_emb = (
+            self.tgt_emb
+            if share_embeddings
+            else nn.Embedding(src_vocab_size, emb_dim, padding_idx=pad_id)
+        )
         self.dropout = nn.Dropout(dropout)
         self.encoder = make_rnn(cell, emb_dim, hidden_size, num_layers, dropout, bidirectional=True)
         self.bridge = nn.Linear(2 * hidden_size, hidden_size)
@@ -108,11 +133,15 @@ class AttentionRNN(nn.Module):
             rnn_input = emb_dim + (out_size if self.input_feeding else 0)
             self.combine = nn.Linear(memory_size + hidden_size, out_size, bias=False)
         self.decoder = make_rnn(cell, rnn_input, hidden_size, num_layers, dropout)
+        self.lexical = LexicalOutput(emb_dim, out_size) if lexical else None
+        use_word = query_word and self.bahdanau
+        self.word_query = nn.Linear(emb_dim, attn_dim, bias=False) if use_word else None
         # no bias, as in JoeyNMT and fairseq: the combine layer before it has one, and adding an
         # (N, V) bias costs as much as a fifth of the output projection on a CPU
         self.generator = nn.Linear(out_size, tgt_vocab_size, bias=False)
         if tie_embeddings:
             self.generator.weight = self.tgt_emb.weight
+            init_output_embedding(self.tgt_emb)
 
     def encode(self, src_ids: Tensor, src_mask: Tensor) -> EncoderOutput:
         """(B, S) ids and mask -> states (B, S, K), keys, final (B, L * 2H)."""
@@ -121,7 +150,10 @@ class AttentionRNN(nn.Module):
         if self.memory_proj is not None:
             states = self.memory_proj(states)  # (B, S, H)
         keys = self.attention.project_keys(states)
-        return EncoderOutput(states=states, mask=src_mask, final=final.flatten(1), keys=keys)
+        embedded = emb if self.lexical is not None else None
+        return EncoderOutput(
+            states=states, mask=src_mask, final=final.flatten(1), keys=keys, embedded=embedded
+        )
 
     def init_state(self, enc: EncoderOutput) -> RNNState:
         assert enc.final is not None
@@ -133,11 +165,14 @@ class AttentionRNN(nn.Module):
         return state
 
     def _bahdanau_step(
-        self, gates: Tensor, state: RNNState, enc: EncoderOutput
+        self, gates: Tensor, word_query: Tensor | None, state: RNNState, enc: EncoderOutput
     ) -> tuple[RNNState, Tensor, Tensor]:
-        """Attend with s_{t-1}, then step on [y_{t-1}; c_t]: the embedding's input-gate term
-        gates (B, G) -> state, context (B, K), weights (B, S)."""
-        context, weights = self.attention(state.hidden[-1], enc.keys, enc.states, enc.mask)
+        """Attend with s_{t-1} (and Y y_{t-1}: word_query (B, A) or None), then step on
+        [y_{t-1}; c_t]: the embedding's input-gate term gates (B, G) -> state, context (B, K),
+        weights (B, S)."""
+        context, weights = self.attention(
+            state.hidden[-1], enc.keys, enc.states, enc.mask, query_extra=word_query
+        )
         state = rnn_step(self.decoder, context, state, gates=gates)
         return state, context, weights
 
@@ -165,10 +200,13 @@ class AttentionRNN(nn.Module):
         emb = self.dropout(self.tgt_emb(prev_ids))  # (B, E)
         if self.bahdanau:
             gates = input_gates(self.decoder, emb)
-            state, context, weights = self._bahdanau_step(gates, state, enc)
+            word_query = self.word_query(emb) if self.word_query is not None else None
+            state, context, weights = self._bahdanau_step(gates, word_query, state, enc)
             out = self._bahdanau_output(state.hidden[-1], context, emb)
         else:
             state, out, weights = self._luong_step(emb, state, enc)
+        if self.lexical is not None:
+            out = out + self.lexical(weights, enc.embedded)
         return self.generator(self.dropout(out)), state, weights
 
     def forward(
@@ -188,8 +226,14 @@ class AttentionRNN(nn.Module):
             tops, contexts, weights = [], [], []
             # the embeddings' share of the RNN input gates, for all steps in one product
             gates = input_gates(self.decoder, emb)  # (B, T, G)
-            for gates_t in gates.unbind(dim=1):  # unbind: its backward is one stack, not T copies
-                state, context, step_weights = self._bahdanau_step(gates_t, state, enc)
+            word_queries: list[Tensor | None] = (
+                list(self.word_query(emb).unbind(dim=1))  # (B, A) per step, one product
+                if self.word_query is not None
+                else [None] * emb.size(1)
+            )
+            # unbind: its backward is one stack, not T copies
+            for gates_t, word_t in zip(gates.unbind(dim=1), word_queries, strict=True):
+                state, context, step_weights = self._bahdanau_step(gates_t, word_t, state, enc)
                 tops.append(state.hidden[-1])
                 contexts.append(context)
                 weights.append(step_weights)
@@ -208,6 +252,8 @@ class AttentionRNN(nn.Module):
             tops, _ = rnn_run(self.decoder, emb, state)  # (B, T, H) in one fused call
             context, attn = self.attention(tops, enc.keys, enc.states, enc.mask)
             out = torch.tanh(self.combine(torch.cat([context, tops], dim=-1)))  # (B, T, O)
+        if self.lexical is not None:
+            out = out + self.lexical(attn, enc.embedded)
         if output_positions is not None:
             out = out.flatten(0, 1).index_select(0, output_positions)  # (N, O)
         logits = self.generator(self.dropout(out))  # (B, T, V) or (N, V)

@@ -18,6 +18,7 @@ from seq2seq.models.base import PAD_ID, EncoderOutput
 from seq2seq.models.layers import (
     RNNState,
     encode_packed,
+    init_output_embedding,
     initial_state,
     make_rnn,
     rnn_run,
@@ -76,6 +77,7 @@ class VanillaSeq2Seq(nn.Module):
         self.generator = nn.Linear(out_size, tgt_vocab_size)
         if tie_embeddings:
             self.generator.weight = self.tgt_emb.weight
+            init_output_embedding(self.tgt_emb)
 
     def encode(self, src_ids: Tensor, src_mask: Tensor) -> EncoderOutput:
         """(B, S) ids and mask -> states (B, S, H * directions), the context c as final (B, H)."""
