@@ -34,9 +34,9 @@ from seq2seq.models.attention import (
 )
 from seq2seq.models.base import PAD_ID, EncoderOutput
 from seq2seq.models.layers import (
-    ModelConfigError,
     RNNState,
     check_choice,
+    check_joint_vocabulary,
     encode_packed,
     init_output_embedding,
     initial_state,
@@ -105,12 +105,8 @@ class AttentionRNN(nn.Module):
         self.out_size = out_size
 
         self.tgt_emb = nn.Embedding(tgt_vocab_size, emb_dim, padding_idx=pad_id)
-        if share_embeddings and src_vocab_size != tgt_vocab_size:
-            raise ModelConfigError(
-                f"model.share_embeddings=true needs one joint vocabulary, but the source has "
-                f"{src_vocab_size} pieces and the target {tgt_vocab_size}: "
-                f"set tokenizer.joint=true or model.share_embeddings=false"
-            )
+        if share_embeddings:
+            check_joint_vocabulary("share_embeddings", src_vocab_size, tgt_vocab_size)
         self.src_emb = (
             self.tgt_emb
             if share_embeddings

@@ -22,7 +22,7 @@ from torch import Tensor, nn
 
 from seq2seq.models.attention import masked_softmax
 from seq2seq.models.base import PAD_ID, EncoderOutput, reorder_tensors
-from seq2seq.models.layers import ModelConfigError
+from seq2seq.models.layers import ModelConfigError, check_joint_vocabulary
 
 
 def sinusoidal_positions(max_len: int, d_model: int) -> Tensor:
@@ -270,12 +270,8 @@ class Transformer(nn.Module):
         max_len: int = 1024,
     ) -> None:
         super().__init__()
-        if tie_embeddings and src_vocab_size != tgt_vocab_size:
-            raise ModelConfigError(
-                f"model.tie_embeddings=true needs one joint vocabulary, but the source has "
-                f"{src_vocab_size} pieces and the target {tgt_vocab_size}; "
-                f"set tokenizer.joint=true or model.tie_embeddings=false"
-            )
+        if tie_embeddings:
+            check_joint_vocabulary("tie_embeddings", src_vocab_size, tgt_vocab_size)
         self.name = name
         self.pad_id = pad_id
         self.tgt_vocab_size = tgt_vocab_size
