@@ -24,6 +24,7 @@ from seq2seq.config import register_configs
 from seq2seq.corpus import encode_split
 from seq2seq.errors import exit_on_user_error
 from seq2seq.evaluation.evaluator import DecodeSettings, decode_ids, evaluate_split
+from seq2seq.evaluation.focus import copied_word_weights
 from seq2seq.evaluation.metrics import bleu_by_length
 from seq2seq.inference import load_for_inference
 from seq2seq.models.base import EOS_ID
@@ -40,7 +41,7 @@ CONFIG_DIR = Path(__file__).resolve().parents[1] / "configs"
 COLUMNS = [
     "variant", "parameters", "steps", "train_time_s", "train_tokens_per_s", "valid_bleu",
     "test_bleu_greedy", "test_bleu_beam5", "test_chrf_beam5", "focus_accuracy",
-    "focus_weight", "probe_translation",
+    "focus_weight", "probe_translation", "probe_copied_words",
 ]
 
 
@@ -97,6 +98,11 @@ def study_variant(variant: str, run_dir: Path, metrics: dict[str, Any]) -> dict[
             "src_pieces": loaded.tokenizer.src_pieces(split.src_ids[0]) + [eos],
             "tgt_pieces": loaded.tokenizer.tgt_pieces(hyp.tokens) + [eos],
         }
+        if hyp.attention is not None:
+            copied = copied_word_weights(
+                hyp.attention, probe_row["src_pieces"], probe_row["tgt_pieces"]
+            )
+            probe_row["copied"] = ", ".join(f"{word} {weight:.2f}" for word, weight in copied)
     test_metrics = metrics["test"]
     focus = test_metrics.get("focus") or {}
     row = {
@@ -112,6 +118,7 @@ def study_variant(variant: str, run_dir: Path, metrics: dict[str, Any]) -> dict[
         "focus_accuracy": focus.get("accuracy"),
         "focus_weight": focus.get("mean_weight"),
         "probe_translation": probe_row.get("translation", ""),
+        "probe_copied_words": probe_row.get("copied", ""),
     }
     return {"row": row, "buckets": buckets, "probe": probe_row, "history": metrics["history"],
             "signature": test_metrics["bleu_signature"], "test_set": test_metrics["test_set"],

@@ -155,6 +155,8 @@ class RNNAttentionConfig(ModelConfig):
     share_embeddings: bool = False  # one embedding for source and target (joint vocabulary)
     lexical: bool = False  # the lexical output model of Nguyen & Chiang (2018)
     query_word: bool = False  # bahdanau: the previous target word joins the attention query
+    conditional: bool = False  # bahdanau: the conditional GRU/LSTM of Nematus (Sennrich 2017)
+    attention_fn: str = "softmax"  # softmax | sparsemax | entmax15 (sparse attention weights)
 
 
 @dataclass

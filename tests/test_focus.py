@@ -6,6 +6,7 @@ import torch
 from seq2seq.evaluation.focus import (
     FocusResult,
     aggregate_to_words,
+    copied_word_weights,
     copy_alignments,
     focus_metric,
     focus_of_sentence,
@@ -122,6 +123,17 @@ def test_target_pieces_are_averaged_before_the_argmax():
     assert focus_of_sentence(attn, src, tgt) == (1, 1, pytest.approx(0.6))
     attn[2] = torch.tensor([0.9, 0.05, 0.05])  # now [0.5, 0.5]: a tie, not focused
     assert focus_of_sentence(attn, src, tgt) == (1, 0, pytest.approx(0.5))
+
+
+def test_copied_word_weights_name_each_copied_word_of_the_probe():
+    src = ["▁Jane", "▁ging", "▁in", "▁den", "▁La", "den", ".", "</s>"]
+    tgt = ["▁Ja", "ne", "▁went", "▁in", "to", "▁the", "▁store", ".", "</s>"]
+    attn = torch.full((len(tgt), len(src)), 0.02)
+    attn[0, 0], attn[1, 0] = 0.9, 0.7  # "Jane": mean of its two pieces, 0.8 on "Jane"
+    attn[3, 2] = 0.6  # "into" is not "in": no copy
+    copied = copied_word_weights(attn, src, tgt)
+    assert [word for word, _ in copied] == ["Jane"]
+    assert copied[0][1] == pytest.approx(0.8)
 
 
 def test_attention_must_match_the_pieces():

@@ -11,6 +11,7 @@ from seq2seq.config import RNNAttentionConfig, TransformerConfig, VanillaConfig
 from seq2seq.errors import UserError
 from seq2seq.models import build_model
 from seq2seq.models.attention import (
+    ATTENTION_FNS,
     AdditiveAttention,
     DotAttention,
     GeneralAttention,
@@ -46,7 +47,18 @@ RNN_VARIANTS = [
     pytest.param(
         dict(score="additive", cell="lstm", lexical=True, query_word=True), id="bahdanau-query-word"
     ),
+    pytest.param(dict(score="additive", conditional=True), id="bahdanau-conditional-gru"),
+    pytest.param(
+        dict(score="additive", cell="lstm", num_layers=2, conditional=True, query_word=True),
+        id="bahdanau-conditional-lstm-2layers",
+    ),
+    pytest.param(
+        dict(score="additive", attention_fn="entmax15", lexical=True), id="bahdanau-entmax15"
+    ),
     pytest.param(dict(score="general", input_feeding=False, lexical=True), id="luong-lexical"),
+    pytest.param(
+        dict(score="general", input_feeding=False, attention_fn="sparsemax"), id="luong-sparsemax"
+    ),
     pytest.param(
         dict(score="dot", input_feeding=True, cell="lstm", lexical=True), id="luong-feed-lexical"
     ),
@@ -118,10 +130,44 @@ def test_masked_softmax_gives_exact_zeros_even_for_huge_scores():
     assert weights[0, 2] > 0.99
 
 
+@pytest.mark.parametrize("name", ["sparsemax", "entmax15"])
+def test_sparse_attention_masks_exactly_and_has_the_closed_form_gradient(name: str):
+    normalize = ATTENTION_FNS[name]
+    scores = torch.tensor([[3.0, 2.9, -5.0, 1e30], [0.0, 0.0, 0.0, 0.0], [9.0, 0.0, 0.0, 0.0]])
+    mask = torch.tensor([[True, True, True, False], [True] * 4, [True] * 4])
+    weights = normalize(scores, mask)
+    assert_valid_attention(weights, mask)
+    assert weights[0, 2].item() == 0.0 and weights[0, 3].item() == 0.0  # ruled out, padding
+    assert torch.allclose(weights[1], torch.full((4,), 0.25))  # ties: uniform
+    assert weights[2].tolist() == [1.0, 0.0, 0.0, 0.0]  # a clear winner takes all
+    x = torch.randn(4, 7, dtype=torch.float64, requires_grad=True)
+    full = torch.ones(4, 7, dtype=torch.bool)
+    assert torch.autograd.gradcheck(lambda x: normalize(x, full), (x,))
+
+
+def test_entmax15_solves_its_threshold_equation():
+    """1.5-entmax is p_i = (x_i / 2 - tau)_+^2 with sum_i p_i = 1; tau found by bisection."""
+    x = torch.randn(3, 9, dtype=torch.float64) * 2
+    weights = ATTENTION_FNS["entmax15"](x, torch.ones_like(x, dtype=torch.bool)).double()
+    top = (x / 2).amax(dim=-1, keepdim=True)
+    low, high = top - 1, top
+    for _ in range(100):
+        mid = (low + high) / 2
+        over = ((x / 2 - mid).clamp(min=0) ** 2).sum(-1, keepdim=True) > 1
+        low, high = torch.where(over, mid, low), torch.where(over, high, mid)
+    assert torch.allclose(weights, (x / 2 - low).clamp(min=0) ** 2, atol=1e-6)
+
+
 @pytest.mark.parametrize(
     "attention",
-    [AdditiveAttention(6, 6, 5), DotAttention(), GeneralAttention(6, 6)],
-    ids=["additive", "dot", "general"],
+    [
+        AdditiveAttention(6, 6, 5),
+        DotAttention(),
+        GeneralAttention(6, 6),
+        AdditiveAttention(6, 6, 5, attention_fn="entmax15"),
+        DotAttention(attention_fn="sparsemax"),
+    ],
+    ids=["additive", "dot", "general", "additive-entmax15", "dot-sparsemax"],
 )
 def test_attention_one_step_and_all_steps_agree(attention: nn.Module):
     _, mask, _ = make_batch()
@@ -376,6 +422,34 @@ def test_lexical_model_depends_on_the_attended_source_word():
     plain = rnn_model()
     enc = plain.encode(src, mask)
     assert enc.embedded is None
+
+
+def test_conditional_decoder_queries_after_reading_the_previous_word():
+    """Nematus' conditional GRU, written out with torch.gru_cell: s'_t = GRU_1(y_{t-1}, s_{t-1})
+    is the attention query, and s_t = GRU_2(c_t, s'_t) is the next state."""
+    model = rnn_model(conditional=True)
+    src, mask, _ = make_batch()
+    enc = model.encode(src, mask)
+    state = model.init_state(enc)
+    prev = torch.tensor([5, 6, 7])
+    _, new_state, weights = model.decode_step(prev, state, enc)
+
+    def cell(rnn: nn.GRU, x: Tensor, hidden: Tensor) -> Tensor:
+        return torch.gru_cell(
+            x, hidden, rnn.weight_ih_l0, rnn.weight_hh_l0, rnn.bias_ih_l0, rnn.bias_hh_l0
+        )
+
+    query = cell(model.decoder, model.tgt_emb(prev), state.hidden[0])
+    context, expected = model.attention(query, enc.keys, enc.states, enc.mask)
+    assert torch.allclose(weights, expected, atol=1e-6)
+    assert torch.allclose(new_state.hidden[0], cell(model.context_rnn, context, query), atol=1e-6)
+    # the plain Bahdanau step attends with s_{t-1}, before the word is read
+    plain = rnn_model()
+    enc = plain.encode(src, mask)
+    state = plain.init_state(enc)
+    _, _, weights = plain.decode_step(prev, state, enc)
+    _, expected = plain.attention(state.hidden[0], enc.keys, enc.states, enc.mask)
+    assert torch.allclose(weights, expected, atol=1e-6)
 
 
 def test_transformer_tied_embeddings_need_one_vocabulary():

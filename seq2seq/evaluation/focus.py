@@ -217,6 +217,18 @@ def focus_of_sentence(
     return n, int(focused.item()), float(weight.item())
 
 
+def copied_word_weights(
+    attn_pieces: Tensor, src_pieces: list[str], tgt_pieces: list[str]
+) -> list[tuple[str, float]]:
+    """Each copy-aligned target word of one sentence with the weight it puts on its match.
+
+    Arguments as in `focus_of_sentence`; e.g. `[("Jane", 0.83), ("in", 0.91)]` for the probe.
+    """
+    word_attn, pairs = _word_attention(attn_pieces.detach(), src_pieces, tgt_pieces)
+    words = span_words(tgt_pieces, word_spans(tgt_pieces))
+    return [(_strip_punctuation(words[t]), float(word_attn[t, s])) for t, s in pairs]
+
+
 def focus_metric(items: Iterable[tuple[Tensor, list[str], list[str]]]) -> FocusResult:
     """Focus over a corpus.
 

@@ -4,6 +4,10 @@ Every scorer works in two steps. `project_keys(states)` runs once per sentence (
 and its result is stored in `EncoderOutput.keys`; `forward(query, keys, values, mask)` then runs
 at every decoder step with a query (B, Q), or once for all steps with a query (B, T, Q).
 
+The weights are a softmax of the scores, or a sparse mapping (`ATTENTION_FNS`): sparsemax
+(Martins & Astudillo 2016) or 1.5-entmax (Peters et al. 2019), which give exactly zero weight to
+the source positions they rule out, so a decoder step cannot spread its attention thinly.
+
 Shapes: B batch, S source length, T target length, Q query size, K encoder state size,
 A attention size.
 """
@@ -30,12 +34,75 @@ def masked_softmax(scores: Tensor, mask: Tensor) -> Tensor:
     return torch.softmax(scores, dim=-1).masked_fill(~mask, 0.0)
 
 
+class _Sparsemax(torch.autograd.Function):
+    """Euclidean projection of the scores onto the simplex; -inf scores get weight 0."""
+
+    @staticmethod
+    def forward(ctx, scores: Tensor) -> Tensor:  # type: ignore[override]
+        z = scores - scores.amax(dim=-1, keepdim=True)
+        ordered = z.sort(dim=-1, descending=True).values
+        k = torch.arange(1, z.size(-1) + 1, device=z.device, dtype=z.dtype)
+        cumulative = ordered.cumsum(dim=-1) - 1
+        support = (k * ordered > cumulative).sum(dim=-1, keepdim=True)  # >= 1
+        tau = cumulative.gather(-1, support - 1) / support.to(z.dtype)
+        weights = (z - tau).clamp(min=0)
+        ctx.save_for_backward(weights)
+        return weights
+
+    @staticmethod
+    def backward(ctx, grad: Tensor) -> Tensor:  # type: ignore[override]
+        (weights,) = ctx.saved_tensors
+        support = (weights > 0).to(grad.dtype)
+        mean = (grad * support).sum(-1, keepdim=True) / support.sum(-1, keepdim=True)
+        return support * (grad - mean)
+
+
+class _Entmax15(torch.autograd.Function):
+    """1.5-entmax by the exact sort-based threshold; -inf scores get weight 0."""
+
+    @staticmethod
+    def forward(ctx, scores: Tensor) -> Tensor:  # type: ignore[override]
+        x = (scores - scores.amax(dim=-1, keepdim=True)) / 2
+        ordered = x.sort(dim=-1, descending=True).values
+        k = torch.arange(1, x.size(-1) + 1, device=x.device, dtype=x.dtype)
+        mean = ordered.cumsum(dim=-1) / k
+        mean_sq = (ordered * ordered).cumsum(dim=-1) / k
+        delta = (1 - k * (mean_sq - mean * mean)) / k  # NaN past the -inf scores: not counted
+        tau = mean - delta.clamp(min=0).sqrt()
+        support = (tau <= ordered).sum(dim=-1, keepdim=True)  # >= 1
+        weights = (x - tau.gather(-1, support - 1)).clamp(min=0) ** 2
+        ctx.save_for_backward(weights)
+        return weights
+
+    @staticmethod
+    def backward(ctx, grad: Tensor) -> Tensor:  # type: ignore[override]
+        (weights,) = ctx.saved_tensors
+        root = weights.sqrt()
+        scaled = grad * root
+        return scaled - root * scaled.sum(-1, keepdim=True) / root.sum(-1, keepdim=True)
+
+
+def masked_sparse(fn: type[torch.autograd.Function], scores: Tensor, mask: Tensor) -> Tensor:
+    """A sparse attention mapping over the last dim, in float32 or wider, masked positions 0."""
+    scores = scores.to(torch.promote_types(scores.dtype, torch.float32))
+    scores = scores.masked_fill(~mask, float("-inf"))
+    return fn.apply(scores).masked_fill(~mask, 0.0)
+
+
+ATTENTION_FNS: dict[str, Callable[[Tensor, Tensor], Tensor]] = {
+    "softmax": masked_softmax,
+    "sparsemax": lambda scores, mask: masked_sparse(_Sparsemax, scores, mask),
+    "entmax15": lambda scores, mask: masked_sparse(_Entmax15, scores, mask),
+}
+
+
 def attend(
     scores_fn: Callable[[Tensor, Tensor], Tensor],
     query: Tensor,
     keys: Tensor,
     values: Tensor,
     mask: Tensor,
+    normalize: Callable[[Tensor, Tensor], Tensor] = masked_softmax,
 ) -> tuple[Tensor, Tensor]:
     """Score, normalise with padding masked out, and take the weighted sum of the values.
 
@@ -45,6 +112,7 @@ def attend(
         keys: (B, S, A) from `project_keys`.
         values: (B, S, K) encoder states.
         mask: (B, S) True at real source tokens.
+        normalize: (B, T, S) scores, broadcastable mask -> weights (`ATTENTION_FNS`).
 
     Returns:
         context (B, K) or (B, T, K), and weights (B, S) or (B, T, S).
@@ -52,8 +120,8 @@ def attend(
     one_step = query.dim() == 2
     if one_step:
         query = query.unsqueeze(1)
-    weights = masked_softmax(scores_fn(query, keys), mask.unsqueeze(1))  # (B, T, S)
-    context = torch.bmm(weights, values)  # (B, T, K)
+    weights = normalize(scores_fn(query, keys), mask.unsqueeze(1))  # (B, T, S)
+    context = torch.bmm(weights.to(values.dtype), values)  # (B, T, K)
     if one_step:
         return context.squeeze(1), weights.squeeze(1)
     return context, weights
@@ -66,8 +134,11 @@ class AdditiveAttention(nn.Module):
     word's Y y_{t-1}, projected once for all steps.
     """
 
-    def __init__(self, query_size: int, key_size: int, attn_size: int) -> None:
+    def __init__(
+        self, query_size: int, key_size: int, attn_size: int, attention_fn: str = "softmax"
+    ) -> None:
         super().__init__()
+        self.normalize = ATTENTION_FNS[attention_fn]
         self.query_proj = nn.Linear(query_size, attn_size, bias=False)
         self.key_proj = nn.Linear(key_size, attn_size)
         self.v = nn.Linear(attn_size, 1, bias=False)
@@ -91,11 +162,15 @@ class AdditiveAttention(nn.Module):
         projected = self.query_proj(query)
         if query_extra is not None:
             projected = projected + query_extra
-        return attend(self.score, projected, keys, values, mask)
+        return attend(self.score, projected, keys, values, mask, self.normalize)
 
 
 class DotAttention(nn.Module):
     """Luong dot: score(q, h) = q^T h; the query and the encoder states share one size."""
+
+    def __init__(self, attention_fn: str = "softmax") -> None:
+        super().__init__()
+        self.normalize = ATTENTION_FNS[attention_fn]
 
     def project_keys(self, states: Tensor) -> Tensor:
         return states
@@ -107,14 +182,14 @@ class DotAttention(nn.Module):
         self, query: Tensor, keys: Tensor, values: Tensor, mask: Tensor
     ) -> tuple[Tensor, Tensor]:
         """Query (B, Q) or (B, T, Q) -> context (B[, T], K), weights (B[, T], S); see `attend`."""
-        return attend(self.score, query, keys, values, mask)
+        return attend(self.score, query, keys, values, mask, self.normalize)
 
 
 class GeneralAttention(DotAttention):
     """Luong general: score(q, h) = q^T W h; W h is the precomputed key."""
 
-    def __init__(self, query_size: int, key_size: int) -> None:
-        super().__init__()
+    def __init__(self, query_size: int, key_size: int, attention_fn: str = "softmax") -> None:
+        super().__init__(attention_fn)
         self.key_proj = nn.Linear(key_size, query_size, bias=False)
 
     def project_keys(self, states: Tensor) -> Tensor:

@@ -164,14 +164,14 @@ def _cell_from_gates(
 
 
 def rnn_step(
-    rnn: nn.GRU | nn.LSTM, x: Tensor, state: RNNState, gates: Tensor | None = None
+    rnn: nn.GRU | nn.LSTM, x: Tensor | None, state: RNNState, gates: Tensor | None = None
 ) -> RNNState:
     """Advance a unidirectional stack by one time step with the module's own weights.
 
     Args:
         rnn: the decoder stack.
         x: (B, I) input of this step; with `gates`, only the trailing features of the first
-            layer's input.
+            layer's input, or None when `gates` covers all of it.
         state: hidden (and cell) per layer; `feed` is carried over unchanged.
         gates: (B, G) `input_gates` of the leading input features of this step, or None.
 
@@ -192,8 +192,12 @@ def rnn_step(
         cell = state.cell[layer] if state.cell is not None else None
         if layer == 0 and gates is not None:
             w_ih = weights[0]
-            full = torch.addmm(gates, x, w_ih[:, w_ih.size(1) - x.size(1) :].t())
+            full = gates
+            if x is not None:
+                full = torch.addmm(gates, x, w_ih[:, w_ih.size(1) - x.size(1) :].t())
             x, c = _cell_from_gates(full, state.hidden[layer], cell, weights[1], weights[3])
+        elif x is None:
+            raise ValueError("rnn_step needs x or gates")
         elif cell is None:
             x, c = torch.gru_cell(x, state.hidden[layer], *weights), None
         else:

@@ -6,13 +6,16 @@ is tanh(W [h_fwd; h_bwd]) of the encoder's final states, layer by layer.
 score="additive" (Bahdanau): the previous decoder state s_{t-1} queries the encoder states,
   c_t = sum_i a_ti h_i enters the RNN input with the previous word, and the output layer reads
   [s_t; c_t; y_{t-1}]. The context always feeds the RNN, so `input_feeding` has no effect here.
+  With `conditional` (the conditional GRU of Nematus, Sennrich et al. 2017) the step has two
+  transitions: s'_t = RNN_1(y_{t-1}, s_{t-1}) reads the previous word, s'_t queries the encoder
+  states, and s_t = RNN_2(c_t, s'_t) reads the context (on the top layer of a stack).
 score="dot" | "general" (Luong): the RNN steps first; its state s_t then queries the encoder
   states and h~_t = tanh(W_c [c_t; s_t]) feeds the output layer. With input feeding h~_{t-1} is
   part of the next input, so training steps through time. Without it, training runs the decoder
   RNN over the whole target in one fused call and attends for all steps at once (much faster).
 
 Options for small corpora (on by default in configs/model/bahdanau.yaml and luong.yaml):
-query_word (Bahdanau: y_{t-1} joins s_{t-1} in the query), lexical (Nguyen & Chiang 2018: the
+conditional or query_word (Bahdanau: the query knows y_{t-1}), lexical (Nguyen & Chiang 2018: the
 attended average of the source embeddings reaches the output vector through one small layer)
 and share_embeddings with tie_embeddings (one matrix for both embeddings and the output layer).
 
@@ -27,6 +30,7 @@ import torch
 from torch import Tensor, nn
 
 from seq2seq.models.attention import (
+    ATTENTION_FNS,
     AdditiveAttention,
     DotAttention,
     GeneralAttention,
@@ -71,6 +75,10 @@ class AttentionRNN(nn.Module):
         query_word: Bahdanau only: the previous target word joins s_{t-1} in the attention
             query, v^T tanh(W s_{t-1} + Y y_{t-1} + U h_i), so the step that chooses where to
             look knows which word it has just written.
+        conditional: Bahdanau only: the conditional GRU/LSTM (see the module docstring); the
+            query s'_t has read y_{t-1} through the recurrent transition.
+        attention_fn: "softmax", or a sparse mapping, "sparsemax" or "entmax15"
+            (seq2seq/models/attention.py).
     """
 
     def __init__(
@@ -92,9 +100,12 @@ class AttentionRNN(nn.Module):
         share_embeddings: bool = False,
         lexical: bool = False,
         query_word: bool = False,
+        conditional: bool = False,
+        attention_fn: str = "softmax",
     ) -> None:
         super().__init__()
         check_choice("score", score, SCORES)
+        check_choice("attention_fn", attention_fn, tuple(ATTENTION_FNS))
         self.name = name
         self.pad_id = pad_id
         self.tgt_vocab_size = tgt_vocab_size
@@ -121,14 +132,20 @@ class AttentionRNN(nn.Module):
         memory_size = hidden_size if score == "dot" else 2 * hidden_size
         self.attention: AdditiveAttention | DotAttention
         if score == "additive":
-            self.attention = AdditiveAttention(hidden_size, memory_size, attn_dim)
+            self.attention = AdditiveAttention(hidden_size, memory_size, attn_dim, attention_fn)
         elif score == "dot":
-            self.attention = DotAttention()
+            self.attention = DotAttention(attention_fn)
         else:
-            self.attention = GeneralAttention(hidden_size, memory_size)
+            self.attention = GeneralAttention(hidden_size, memory_size, attention_fn)
 
+        # conditional: the second transition reads c_t into the top layer's state
+        self.context_rnn = (
+            make_rnn(cell, memory_size, hidden_size, 1, 0.0)
+            if conditional and self.bahdanau
+            else None
+        )
         if self.bahdanau:
-            rnn_input = emb_dim + memory_size
+            rnn_input = emb_dim + (0 if self.context_rnn is not None else memory_size)
             self.combine = nn.Linear(hidden_size + memory_size + emb_dim, out_size)
         else:
             rnn_input = emb_dim + (out_size if self.input_feeding else 0)
@@ -170,12 +187,22 @@ class AttentionRNN(nn.Module):
     ) -> tuple[RNNState, Tensor, Tensor]:
         """Attend with s_{t-1} (and Y y_{t-1}: word_query (B, A) or None), then step on
         [y_{t-1}; c_t]: the embedding's input-gate term gates (B, G) -> state, context (B, K),
-        weights (B, S)."""
+        weights (B, S). Conditional: step on y_{t-1}, attend with s'_t, step on c_t."""
+        if self.context_rnn is None:
+            context, weights = self.attention(
+                state.hidden[-1], enc.keys, enc.states, enc.mask, query_extra=word_query
+            )
+            return rnn_step(self.decoder, context, state, gates=gates), context, weights
+        state = rnn_step(self.decoder, None, state, gates=gates)  # s'_t
         context, weights = self.attention(
             state.hidden[-1], enc.keys, enc.states, enc.mask, query_extra=word_query
         )
-        state = rnn_step(self.decoder, context, state, gates=gates)
-        return state, context, weights
+        top = RNNState(
+            hidden=state.hidden[-1:], cell=state.cell[-1:] if state.cell is not None else None
+        )
+        top = rnn_step(self.context_rnn, context, top)  # s_t
+        cell = None if state.cell is None or top.cell is None else state.cell[:-1] + top.cell
+        return RNNState(hidden=state.hidden[:-1] + top.hidden, cell=cell), context, weights
 
     def _bahdanau_output(self, top: Tensor, context: Tensor, emb: Tensor) -> Tensor:
         """[s_t; c_t; y_{t-1}] -> (..., O), for one step or all steps at once."""
