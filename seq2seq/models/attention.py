@@ -6,7 +6,7 @@ at every decoder step with a query (B, Q), or once for all steps with a query (B
 
 The weights are a softmax of the scores, or a sparse mapping (`ATTENTION_FNS`): sparsemax
 (Martins & Astudillo 2016) or 1.5-entmax (Peters et al. 2019), which give exactly zero weight to
-the source positions they rule out, so a decoder step cannot spread its attention thinly.
+the source positions they rule out, so a heatmap shows only the positions a step uses.
 
 Shapes: B batch, S source length, T target length, Q query size, K encoder state size,
 A attention size.

@@ -15,9 +15,11 @@ score="dot" | "general" (Luong): the RNN steps first; its state s_t then queries
   RNN over the whole target in one fused call and attends for all steps at once (much faster).
 
 Options for small corpora (on by default in configs/model/bahdanau.yaml and luong.yaml):
-conditional or query_word (Bahdanau: the query knows y_{t-1}), lexical (Nguyen & Chiang 2018: the
+query_word (Bahdanau: y_{t-1} joins s_{t-1} in the query), lexical (Nguyen & Chiang 2018: the
 attended average of the source embeddings reaches the output vector through one small layer)
 and share_embeddings with tie_embeddings (one matrix for both embeddings and the output layer).
+Off by default (measured in the config): conditional, and sparse attention weights
+(attention_fn, seq2seq/models/attention.py).
 
 Shapes: B batch, S source length, T target length, V target vocabulary, E embedding size,
 H hidden size, K encoder state size (2H, or H for dot scoring), O output size (E when the
