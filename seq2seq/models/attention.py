@@ -83,10 +83,10 @@ class _Entmax15(torch.autograd.Function):
 
 
 def masked_sparse(fn: type[torch.autograd.Function], scores: Tensor, mask: Tensor) -> Tensor:
-    """A sparse attention mapping over the last dim, in float32 or wider, masked positions 0."""
+    """A sparse attention mapping over the last dim, in float32 or wider; masked positions get
+    -inf scores, hence exactly 0 weight."""
     scores = scores.to(torch.promote_types(scores.dtype, torch.float32))
-    scores = scores.masked_fill(~mask, float("-inf"))
-    return fn.apply(scores).masked_fill(~mask, 0.0)
+    return fn.apply(scores.masked_fill(~mask, float("-inf")))
 
 
 ATTENTION_FNS: dict[str, Callable[[Tensor, Tensor], Tensor]] = {

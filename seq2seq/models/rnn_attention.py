@@ -190,15 +190,13 @@ class AttentionRNN(nn.Module):
         """Attend with s_{t-1} (and Y y_{t-1}: word_query (B, A) or None), then step on
         [y_{t-1}; c_t]: the embedding's input-gate term gates (B, G) -> state, context (B, K),
         weights (B, S). Conditional: step on y_{t-1}, attend with s'_t, step on c_t."""
-        if self.context_rnn is None:
-            context, weights = self.attention(
-                state.hidden[-1], enc.keys, enc.states, enc.mask, query_extra=word_query
-            )
-            return rnn_step(self.decoder, context, state, gates=gates), context, weights
-        state = rnn_step(self.decoder, None, state, gates=gates)  # s'_t
+        if self.context_rnn is not None:
+            state = rnn_step(self.decoder, None, state, gates=gates)  # s'_t
         context, weights = self.attention(
             state.hidden[-1], enc.keys, enc.states, enc.mask, query_extra=word_query
         )
+        if self.context_rnn is None:
+            return rnn_step(self.decoder, context, state, gates=gates), context, weights
         top = RNNState(
             hidden=state.hidden[-1:], cell=state.cell[-1:] if state.cell is not None else None
         )
