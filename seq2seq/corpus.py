@@ -20,13 +20,15 @@ SPLITS = ("train", "validation", "test")
 
 @dataclass
 class EncodedSplit:
-    """One split as text and as piece ids (no BOS/EOS: the batcher adds them)."""
+    """One split as text and as piece ids (no BOS/EOS: the batcher adds them); row i of each
+    list is the same pair."""
 
     src_text: list[str]
     tgt_text: list[str]
     src_ids: list[list[int]]
     tgt_ids: list[list[int]]
-    truncated: int = 0  # pairs cut to the maximum length
+    truncated: int = 0  # decoding splits: pairs cut to the maximum length
+    dropped: int = 0  # training splits: pairs over the maximum length, left out
 
     def __len__(self) -> int:
         return len(self.src_ids)
@@ -47,13 +49,25 @@ class PreparedData:
 
 
 def encode_split(
-    tokenizer: Tokenizer, src: list[str], tgt: list[str], max_src_len: int, max_tgt_len: int
+    tokenizer: Tokenizer,
+    src: list[str],
+    tgt: list[str],
+    max_src_len: int,
+    max_tgt_len: int,
+    *,
+    train: bool = False,
 ) -> EncodedSplit:
-    """Encode a split, keeping room for the EOS (and BOS) the batcher adds."""
+    """Encode a split, keeping room for the EOS (and BOS) the batcher adds: see `fitted_split`
+    for what happens to a longer pair (`train`: dropped; else cut)."""
     return fitted_split(
         list(src), list(tgt), tokenizer.encode_src(src), tokenizer.encode_tgt(tgt),
-        max_src_len, max_tgt_len,
+        max_src_len, max_tgt_len, train=train,
     )
+
+
+def fits(src_ids: list[int], tgt_ids: list[int], max_src_len: int, max_tgt_len: int) -> bool:
+    """Whether a pair's ids leave room for the EOS (and BOS) the batcher adds."""
+    return len(src_ids) < max_src_len and len(tgt_ids) < max_tgt_len
 
 
 def fitted_split(
@@ -63,14 +77,30 @@ def fitted_split(
     tgt_ids: list[list[int]],
     max_src_len: int,
     max_tgt_len: int,
+    *,
+    train: bool,
 ) -> EncodedSplit:
-    """The split with each pair whose ids leave no room for EOS/BOS cut to fit (in place)."""
+    """The split with every pair fitting the maximum lengths (see `fits`).
+
+    A training pair that does not fit is dropped whole, texts and ids (counted in `dropped`):
+    cut on both sides, it would pair a partial source with a partial target that ends in EOS.
+    A validation or test pair is kept and cut to fit, in place (counted in `truncated`): the
+    model decodes the cut source, and the reference is scored as text, whole.
+    """
+    if train:
+        keep = [i for i, (s, t) in enumerate(zip(src_ids, tgt_ids, strict=True))
+                if fits(s, t, max_src_len, max_tgt_len)]
+        return EncodedSplit(
+            [src[i] for i in keep], [tgt[i] for i in keep],
+            [src_ids[i] for i in keep], [tgt_ids[i] for i in keep],
+            dropped=len(src_ids) - len(keep),
+        )
     truncated = 0
     for i, (s, t) in enumerate(zip(src_ids, tgt_ids, strict=True)):
-        if len(s) >= max_src_len or len(t) >= max_tgt_len:
+        if not fits(s, t, max_src_len, max_tgt_len):
             truncated += 1
             src_ids[i], tgt_ids[i] = s[: max_src_len - 1], t[: max_tgt_len - 1]
-    return EncodedSplit(src, tgt, src_ids, tgt_ids, truncated)
+    return EncodedSplit(src, tgt, src_ids, tgt_ids, truncated=truncated)
 
 
 class SegmentationSampler:
@@ -81,6 +111,10 @@ class SegmentationSampler:
     The draws come from numpy seeded with (seed, epoch), so every process of a DDP run and a
     resumed run see the same pieces. (sentencepiece's own sampler cannot promise that: its
     random generator differs from one process to the next whatever seed it is given.)
+
+    A drawn segmentation of a pair that leaves no room for EOS/BOS (more pieces than the best
+    one) is replaced by the pair's segmentation in `split`, the prepared training split, whose
+    pairs all fit: every epoch trains on the same pairs, none of them cut.
     """
 
     def __init__(
@@ -125,12 +159,21 @@ class SegmentationSampler:
             picks = np.minimum(draws, (scores > -np.inf).sum(axis=1) - 1)
             chosen.append([list(c[k]) for c, k in zip(candidates, picks.tolist(), strict=True)])
         src_ids, tgt_ids = chosen
-        return fitted_split(self.split.src_text, self.split.tgt_text, src_ids, tgt_ids,
-                            self.max_src_len, self.max_tgt_len)
+        best = self.split
+        for i, (s, t) in enumerate(zip(src_ids, tgt_ids, strict=True)):
+            if not fits(s, t, self.max_src_len, self.max_tgt_len):
+                src_ids[i], tgt_ids[i] = best.src_ids[i], best.tgt_ids[i]
+        # drops nothing when `split` is the prepared training split
+        return fitted_split(best.src_text, best.tgt_text, src_ids, tgt_ids,
+                            self.max_src_len, self.max_tgt_len, train=True)
 
 
 def prepare_data(data: DataConfig, tok: TokenizerConfig, verbose: bool = True) -> PreparedData:
-    """Build (or reuse) the corpus and the tokenizer, then encode every split."""
+    """Build (or reuse) the corpus and the tokenizer, then encode every split.
+
+    Training pairs over tokenizer.max_src_len/max_tgt_len pieces are dropped; validation and
+    test pairs are kept, cut to fit (see `fitted_split`). `verbose` prints how many.
+    """
     corpus = load_corpus(data)
     cache_dir = data_root(data.root) / "tokenizers" / data.name
     tokenizer = build_tokenizer(
@@ -145,11 +188,18 @@ def prepare_data(data: DataConfig, tok: TokenizerConfig, verbose: bool = True) -
         tgt_lang=data.tgt_lang,
     )
     prepared = PreparedData(tokenizer)
+    limits = f"tokenizer.max_src_len/max_tgt_len ({tok.max_src_len}/{tok.max_tgt_len}) pieces"
     for split in SPLITS:
         rows = corpus[split]
-        prepared.splits[split] = encode_split(
-            tokenizer, rows["src"], rows["tgt"], tok.max_src_len, tok.max_tgt_len
+        encoded = prepared.splits[split] = encode_split(
+            tokenizer, rows["src"], rows["tgt"], tok.max_src_len, tok.max_tgt_len,
+            train=split == "train",
         )
-        if verbose and prepared.splits[split].truncated:
-            print(f"{split}: {prepared.splits[split].truncated} pairs truncated to the max length")
+        if split == "train" and len(encoded) == 0:
+            raise UserError(f"corpus {data.name}: no training pair fits {limits}")
+        if verbose and encoded.dropped:
+            print(f"{split}: {encoded.dropped:,} pairs dropped: over {limits}")
+        if verbose and encoded.truncated:
+            print(f"{split}: {encoded.truncated:,} pairs cut to {limits} for decoding "
+                  "(references stay whole)")
     return prepared

@@ -1,4 +1,9 @@
-"""Cleaning rules for a training split (valid and test are never cleaned)."""
+"""Cleaning rules for a training split (valid and test are never cleaned).
+
+These rules count words. The limits in pieces come after tokenization: `seq2seq.corpus` drops
+the training pairs over tokenizer.max_src_len/max_tgt_len and reports their number after this
+cleaning report.
+"""
 
 from __future__ import annotations
 
