@@ -9,10 +9,57 @@ plain arguments.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from enum import Enum
 from typing import Any
 
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING
+
+
+class Choice(str, Enum):
+    """A string option with a fixed set of values. Typing a field with one makes a wrong value
+    fail when the config is composed, with the key and the allowed values in the message. A
+    member compares equal to its string, so code reads `cfg.trainer.schedule == "plateau"`."""
+
+    def __str__(self) -> str:
+        return str(self.value)
+
+
+class Source(Choice):
+    ding = "ding"
+    hf = "hf"
+    files = "files"
+    docs = "docs"
+
+
+class Precision(Choice):
+    auto = "auto"
+    bf16 = "bf16"
+    fp16 = "fp16"
+    fp32 = "fp32"
+
+
+class Schedule(Choice):
+    constant = "constant"
+    inverse_sqrt = "inverse_sqrt"
+    plateau = "plateau"
+
+
+class Cell(Choice):
+    gru = "gru"
+    lstm = "lstm"
+
+
+class Score(Choice):
+    additive = "additive"
+    dot = "dot"
+    general = "general"
+
+
+class AttentionFn(Choice):
+    softmax = "softmax"
+    sparsemax = "sparsemax"
+    entmax15 = "entmax15"
 
 
 @dataclass
@@ -20,7 +67,7 @@ class DataConfig:
     """A parallel corpus and how to clean it."""
 
     name: str = MISSING  # e.g. ding_de_en: names the cache folder and the run
-    source: str = "ding"  # ding | hf | files
+    source: Source = Source.ding
     src_lang: str = "de"
     tgt_lang: str = "en"
     test_set: str = MISSING  # the name every reported test score carries
@@ -37,6 +84,9 @@ class DataConfig:
     # files: split -> path, e.g. {train: corpus/train.de}
     src_files: dict[str, str] | None = None
     tgt_files: dict[str, str] | None = None
+    # docs: German-English documentation from Debian packages (seq2seq/data/docs)
+    docs_sources: list[str] = field(default_factory=list)  # sources, in order of precedence
+    allow_missing: bool = False  # build from the packages at hand if some cannot be fetched
     # cleaning (train split only: valid and test stay as published)
     max_words: int = 100  # drop pairs with more whitespace words than this on either side
     max_ratio: float = 3.0  # drop pairs whose word-count ratio exceeds this (both sides > 3 words)
@@ -67,7 +117,6 @@ class DecodingConfig:
     length_penalty: float = 1.0  # GNMT alpha: score / ((5 + len) / 6) ** alpha
     max_len_a: float = 1.5  # max output length = a * source length + b
     max_len_b: int = 10
-    nbest: int = 1
     batch_size: int = 64  # sentences decoded at once
 
 
@@ -76,7 +125,7 @@ class TrainerConfig:
     """The training loop, its budgets, the runtime and the logging."""
 
     device: str = "auto"  # auto | cpu | cuda | cuda:N | mps
-    precision: str = "auto"  # auto | bf16 | fp16 | fp32
+    precision: Precision = Precision.auto  # auto: bf16 on CUDA that has it, else fp32
     threads: int | None = None  # torch intra-op threads on the CPU; None: all cores
     seed: int = 1234
     compile: bool = False
@@ -86,11 +135,10 @@ class TrainerConfig:
     num_workers: int = 0
     pad_to_multiple: int = 1  # 8 keeps tensor shapes friendly to GPU kernels and compile
     # optimisation
-    optimizer: str = "adamw"
     lr: float = 1e-3
     betas: tuple[float, float] = (0.9, 0.98)
     weight_decay: float = 0.0
-    schedule: str = "constant"  # constant | inverse_sqrt | plateau
+    schedule: Schedule = Schedule.constant
     warmup_steps: int = 0
     min_lr: float = 1e-5
     plateau_factor: float = 0.5
@@ -130,7 +178,7 @@ class ModelConfig:
 class VanillaConfig(ModelConfig):
     _target_: str = "seq2seq.models.vanilla.VanillaSeq2Seq"
     name: str = "vanilla"
-    cell: str = "gru"  # gru | lstm
+    cell: Cell = Cell.gru
     emb_dim: int = 256
     hidden_size: int = 512
     num_layers: int = 1
@@ -143,9 +191,9 @@ class VanillaConfig(ModelConfig):
 class RNNAttentionConfig(ModelConfig):
     _target_: str = "seq2seq.models.rnn_attention.AttentionRNN"
     name: str = "bahdanau"
-    cell: str = "gru"
-    score: str = "additive"  # additive (Bahdanau) | dot | general (Luong)
-    input_feeding: bool = True
+    cell: Cell = Cell.gru
+    score: Score = Score.additive  # additive (Bahdanau) | dot, general (Luong)
+    input_feeding: bool = False  # Luong only (Bahdanau's context always feeds the RNN)
     emb_dim: int = 256
     hidden_size: int = 256
     attn_dim: int = 256
@@ -156,7 +204,7 @@ class RNNAttentionConfig(ModelConfig):
     lexical: bool = False  # the lexical output model of Nguyen & Chiang (2018)
     query_word: bool = False  # bahdanau: the previous target word joins the attention query
     conditional: bool = False  # bahdanau: the conditional GRU/LSTM of Nematus (Sennrich 2017)
-    attention_fn: str = "softmax"  # softmax | sparsemax | entmax15 (sparse attention weights)
+    attention_fn: AttentionFn = AttentionFn.softmax  # sparsemax, entmax15: sparse weights
 
 
 @dataclass

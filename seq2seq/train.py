@@ -16,8 +16,7 @@ register_configs()
 def main(cfg: DictConfig) -> float | None:
     from seq2seq.training.loop import train
 
-    metrics = train(cfg)
-    return metrics.get("valid_bleu")  # what a Hydra sweeper would optimise
+    return train(cfg)["best_valid_bleu"]  # what a Hydra sweeper optimises
 
 
 if __name__ == "__main__":

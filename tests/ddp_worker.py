@@ -1,8 +1,13 @@
-"""Run by torchrun in tests/test_ddp.py: trains with the real Trainer, prints a parameter
-fingerprint per rank."""
+"""Run by torchrun in tests/test_ddp.py with the real Trainer; prints one RESULT line per rank.
+
+    ddp_worker.py CONFIG train    train, then report the parameters, the random state the
+                                  last checkpoint saved, and a dropout fingerprint
+    ddp_worker.py CONFIG resume   restore trainer.resume and report the restored random state
+"""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import sys
 from pathlib import Path
@@ -10,20 +15,34 @@ from pathlib import Path
 import torch
 from omegaconf import OmegaConf
 
-from seq2seq.training.loop import Trainer, prepare_on_every_rank
+from seq2seq.training.loop import Trainer, find_resume_checkpoint, prepare_on_every_rank
 from seq2seq.training.runtime import setup_runtime, teardown
 
-cfg = OmegaConf.load(sys.argv[1])
+
+def digest(tensor: torch.Tensor) -> str:
+    return hashlib.sha256(tensor.detach().float().numpy().tobytes()).hexdigest()[:16]
+
+
+cfg, mode = OmegaConf.load(sys.argv[1]), sys.argv[2]
 rt = setup_runtime(cfg.trainer.device, cfg.trainer.precision, cfg.trainer.threads,
                    cfg.trainer.seed)
 trainer = Trainer(cfg, rt, prepare_on_every_rank(cfg, rt), Path(cfg.run_dir))
-first_batch = trainer.epoch_batches(0)[0]
-trainer.run()
-flat = torch.cat([p.detach().flatten() for p in trainer.model.parameters()])
-print("RESULT " + json.dumps({
-    "rank": rt.rank,
-    "first_batch": first_batch,
-    "params": flat[:: max(1, flat.numel() // 512)].tolist(),
-    "losses": trainer.progress.losses,
-}), flush=True)
+result: dict = {"rank": rt.rank}
+if mode == "train":
+    result["first_batch"] = trainer.epoch_batches(0)[0]
+    trainer.run()
+    result["rng"] = digest(torch.get_rng_state())  # as saved in last.pt at the end of run()
+    flat = torch.cat([p.detach().flatten() for p in trainer.model.parameters()])
+    result["params"] = flat[:: max(1, flat.numel() // 512)].tolist()
+    result["losses"] = trainer.progress.losses
+    # the same weights and the same batch on every rank: outputs differ only by dropout
+    batch = trainer.collate(trainer.train_split, list(range(8)))
+    trainer.model.train()
+    with torch.no_grad():
+        logits, _ = trainer.model(batch.src, batch.src_mask, batch.tgt_in, need_attn=False)
+    result["dropout_output"] = digest(logits)
+else:
+    trainer.restore(find_resume_checkpoint(cfg, Path(cfg.run_dir)))
+    result["rng"] = digest(torch.get_rng_state())
+print("RESULT " + json.dumps(result), flush=True)
 teardown(rt)

@@ -60,6 +60,42 @@ def test_a_wrongly_typed_value_fails() -> None:
         compose_with("trainer.max_steps=many")
 
 
+MODES = [
+    ("trainer.schedule=cosine", "[constant, inverse_sqrt, plateau]"),
+    ("trainer.precision=fp8", "[auto, bf16, fp16, fp32]"),
+    ("model.score=dott", "[additive, dot, general]"),
+    ("model.cell=rnn", "[gru, lstm]"),
+    ("model.attention_fn=entmax", "[softmax, sparsemax, entmax15]"),
+    ("data.source=web", "[ding, hf, files"),
+]
+
+
+@pytest.mark.parametrize(("override", "allowed"), MODES, ids=[o for o, _ in MODES])
+def test_a_wrong_mode_fails_at_compose_time_naming_the_choices(override: str, allowed: str):
+    with pytest.raises(ConfigCompositionException) as err:
+        compose_with(override)
+    message = str(err.value.__cause__)
+    assert allowed in message and override.split("=")[0] in message
+
+
+@pytest.mark.parametrize("override", ["trainer.schedule=cosine", "model.score=dott"])
+def test_cli_names_the_key_and_the_choices_of_a_wrong_mode(override: str) -> None:
+    """The training entry point refuses a wrong mode before it builds anything: no traceback."""
+    bad = subprocess.run([sys.executable, "-m", "seq2seq.train", override], cwd=ROOT,
+                         capture_output=True, text=True, timeout=120)
+    key, value = override.split("=")
+    assert bad.returncode != 0
+    assert "Traceback" not in bad.stderr and bad.stdout == ""
+    assert f"Invalid value '{value}', expected one of [" in bad.stderr
+    assert f"full_key: {key}" in bad.stderr
+
+
+@pytest.mark.parametrize("override", ["trainer.optimizer=adamw", "decoding.nbest=2"])
+def test_options_that_did_nothing_are_gone(override: str) -> None:
+    with pytest.raises(ConfigCompositionException):
+        compose_with(override)
+
+
 def test_cli_prints_the_composed_config_and_names_a_typo() -> None:
     ok = subprocess.run(
         [sys.executable, "-m", "seq2seq.train", "--cfg", "job", "model=transformer",

@@ -14,9 +14,12 @@ import pytest
 import torch
 from hydra import compose, initialize_config_dir
 from hydra.errors import ConfigCompositionException
+from omegaconf import OmegaConf
 
 from seq2seq.config import register_configs
+from seq2seq.corpus import encode_split
 from seq2seq.errors import UserError
+from seq2seq.evaluation.evaluator import DecodeSettings, evaluate_split
 from seq2seq.inference import load_for_inference
 from seq2seq.models import build_model
 from seq2seq.tokenization import Tokenizer
@@ -27,6 +30,8 @@ from tests.tiny import CONFIG_DIR, tiny_config
 
 ROOT = Path(__file__).resolve().parents[1]
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+SOURCES = ["Jane ging in den Laden.", "Anna sah den Park.", "Tom ging in den Park."]
+REFERENCES = ["Jane went to the store.", "Anna saw the park.", "Tom went to the park."]
 
 
 @pytest.fixture(scope="module")
@@ -202,7 +207,7 @@ def test_vanilla_warns_once_and_writes_no_heatmap(
     model = build_model(cfg.model, tokenizer.src_vocab_size, tokenizer.tgt_vocab_size)
     payload = load_checkpoint(run / "checkpoints/best.pt")
     payload["model"] = model.state_dict()
-    payload["config"]["model"] = dict(cfg.model)
+    payload["config"]["model"] = OmegaConf.to_container(cfg.model, enum_to_str=True)
     path = tmp_path / "checkpoints" / "vanilla.pt"
     save_checkpoint(path, payload)
     capsys.readouterr()
@@ -222,3 +227,42 @@ def test_a_misspelled_option_fails_at_compose_time(app: str) -> None:
         assert compose(app, overrides=["ckpt=x.pt", "beam_size=3"]).beam_size == 3
         with pytest.raises(ConfigCompositionException, match="beem_size"):
             compose(app, overrides=["ckpt=x.pt", "beem_size=3"])
+
+
+@pytest.fixture(scope="module")
+def transformer_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A run folder of a tiny Transformer trained with dropout, final test included."""
+    tmp = tmp_path_factory.mktemp("transformer_run")
+    train(tiny_config(tmp, "trainer.max_steps=150", "trainer.eval_every=75", "trainer.lr=1e-2",
+                      "trainer.warmup_steps=10", model="transformer"))
+    return tmp / "run"
+
+
+def test_evaluation_runs_the_model_in_eval_mode(transformer_run: Path) -> None:
+    """A model left in training mode (as the loop leaves it) gives the same per-head focus on
+    every call: decoding and the teacher-forced heads both run without dropout, and the
+    caller's mode comes back."""
+    loaded = load_for_inference(transformer_run / "checkpoints/best.pt", "cpu")
+    split = encode_split(loaded.tokenizer, SOURCES, REFERENCES, 256, 256)
+    settings = DecodeSettings(beam_size=2)
+    loaded.model.train()
+    first = evaluate_split(loaded.model, loaded.tokenizer, split, settings, loaded.device)
+    second = evaluate_split(loaded.model, loaded.tokenizer, split, settings, loaded.device)
+    assert loaded.model.training
+    assert first.focus["heads"]["best_head"]["n_words"] > 0
+    assert first.focus["heads"] == second.focus["heads"]
+    assert first.hypotheses == second.hypotheses
+
+
+def test_evaluate_reproduces_the_per_head_focus_of_training(transformer_run: Path) -> None:
+    trained = json.loads((transformer_run / "metrics.json").read_text())["test"]
+    proc = cli("evaluate", f"ckpt={transformer_run / 'checkpoints/best.pt'}", "split=test",
+               f"beam_size={trained['beam_size']}", "device=cpu")
+    assert proc.returncode == 0, proc.stderr.decode()
+    out = transformer_run / f"test.beam{trained['beam_size']}.hyp"
+    metrics = json.loads(out.with_suffix(".metrics.json").read_text())
+    assert metrics["bleu"] == trained["bleu"]
+    heads, trained_heads = metrics["focus"]["heads"], trained["focus"]["heads"]
+    assert heads["best_head"]["n_words"] == trained_heads["best_head"]["n_words"] > 0
+    for part in ("best_head", "last_layer_mean"):
+        assert heads[part] == pytest.approx(trained_heads[part], rel=1e-6), part

@@ -286,6 +286,13 @@ def test_unknown_cell_or_score_is_a_user_error():
         rnn_model(score="concat")
 
 
+def test_input_feeding_with_the_additive_scorer_is_an_error():
+    """Bahdanau's context always feeds the RNN: the flag would do nothing, so it is refused."""
+    with pytest.raises(UserError, match="model.input_feeding=true is for Luong"):
+        rnn_model(score="additive", input_feeding=True)
+    assert rnn_model(score="dot", input_feeding=True).input_feeding
+
+
 # ---------------------------------------------------------------- transformer
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import pickle
@@ -16,11 +17,14 @@ import torch
 from omegaconf import OmegaConf
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
+from seq2seq.corpus import prepare_data
 from seq2seq.errors import UserError
+from seq2seq.train import main as train_entry_point
 from seq2seq.training import checkpoint as ckpt_module
 from seq2seq.training import loop as loop_module
 from seq2seq.training.checkpoint import load_checkpoint, save_checkpoint
-from seq2seq.training.loop import train
+from seq2seq.training.loop import Trainer, train
+from seq2seq.training.runtime import setup_runtime
 from tests.tiny import tiny_config
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -89,6 +93,11 @@ def test_resume_after_sigterm_is_exact(tmp_path: Path) -> None:
     assert "SIGTERM: saved" in out, out
     stopped_at = load_checkpoint(last)["progress"]["step"]
     assert 0 < stopped_at < steps
+    # one shape of metrics however a run ends
+    interrupted = json.loads((killed_dir / "run/metrics.json").read_text())
+    finished = json.loads((tmp_path / "a/run/metrics.json").read_text())
+    assert interrupted["stopped_by"] == "SIGTERM" and finished["stopped_by"] == "budget"
+    assert interrupted.keys() == finished.keys()
 
     resumed = tiny_config(killed_dir, *common, "trainer.resume=true", data_root=tmp_path / "data")
     train(resumed)
@@ -219,3 +228,63 @@ def test_subword_sampling_segments_each_epoch_anew(tmp_path: Path) -> None:
     batches = trainer.epoch_batches(0)
     assert sorted(i for b in batches for i in b) == list(range(len(first)))
     trainer.writer.close()
+
+
+def test_resume_reads_the_checkpoint_on_the_cpu_whatever_the_device(tmp_path: Path) -> None:
+    """The random generators take CPU byte tensors only, so a checkpoint must not be mapped to
+    the training device before its RNG state is restored (on a GPU that crashed every resume).
+    `meta` stands in for a device whose tensors the CPU generators cannot take."""
+    cfg = tiny_config(tmp_path, "trainer.max_steps=5", "trainer.eval_every=1000",
+                      "trainer.final_test=false")
+    train(cfg)
+    last = tmp_path / "run/checkpoints/last.pt"
+    t = cfg.trainer
+    trainer = Trainer(cfg, setup_runtime(t.device, t.precision, t.threads, t.seed),
+                      prepare_data(cfg.data, cfg.tokenizer, verbose=False), tmp_path / "run")
+    trainer.rt = dataclasses.replace(trainer.rt, device=torch.device("meta"))
+    trainer.restore(last)
+    saved = load_checkpoint(last)
+    assert trainer.progress.step == 5
+    assert torch.equal(torch.get_rng_state(), saved["rng"][0]["torch"])
+    for name, value in trainer.model.state_dict().items():
+        assert torch.equal(value, saved["train_model"][name]), name
+
+
+def test_resume_into_a_new_run_folder_scores_the_checkpoint_it_names(tmp_path: Path) -> None:
+    """Resuming a finished run into a new folder with no update left: nothing improves, so the
+    old run's best.pt is carried over and is what the final test scores and names."""
+    common = ["trainer.max_steps=20", "trainer.eval_every=10"]
+    first = train(tiny_config(tmp_path / "a", *common, data_root=tmp_path / "data"))
+    old = tmp_path / "a/run/checkpoints"
+    second = train(tiny_config(tmp_path / "b", *common, f"trainer.resume={old / 'last.pt'}",
+                               data_root=tmp_path / "data"))
+    scored = Path(second["test"]["checkpoint"])
+    assert scored == tmp_path / "b/run/checkpoints/best.pt" and scored.is_file()
+    carried, original = weights(scored), weights(old / "best.pt")
+    assert carried.keys() == original.keys()
+    assert all(torch.equal(carried[name], original[name]) for name in carried)
+    assert second["test"]["bleu"] == first["test"]["bleu"]
+    assert second["best_valid_bleu"] == first["best_valid_bleu"]
+
+
+def test_the_entry_point_returns_the_best_validation_bleu(tmp_path: Path) -> None:
+    """What a Hydra sweeper optimises: `seq2seq.train.main` returns best_valid_bleu."""
+    cfg = tiny_config(tmp_path, "trainer.max_steps=20", "trainer.eval_every=10",
+                      "trainer.final_test=false")
+    value = train_entry_point(cfg)
+    metrics = json.loads((tmp_path / "run/metrics.json").read_text())
+    assert value is not None
+    assert value == metrics["best_valid_bleu"] == max(r["valid_bleu"] for r in metrics["history"])
+
+
+def test_off_a_terminal_the_log_is_one_plain_line_per_interval(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`make train > log 2>&1`: no progress-bar frames, one line per trainer.log_every."""
+    train(tiny_config(tmp_path, "trainer.progress=true", "trainer.max_steps=20",
+                      "trainer.log_every=5", "trainer.eval_every=1000",
+                      "trainer.final_test=false"))
+    captured = capsys.readouterr()
+    assert "\r" not in captured.out + captured.err
+    lines = [line for line in captured.out.splitlines() if "tok_s" in line]
+    assert [line.split(":")[0] for line in lines] == ["step 5", "step 10", "step 15", "step 20"]

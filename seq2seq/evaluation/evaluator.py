@@ -3,6 +3,8 @@ translate, so a checkpoint's BLEU is the same wherever it is measured."""
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -41,26 +43,34 @@ class SplitResult:
         return {**self.scores.as_dict(), "focus": self.focus}
 
 
+@contextlib.contextmanager
+def eval_mode(model: nn.Module) -> Iterator[nn.Module]:
+    """The model in eval mode (no dropout) inside; the caller's mode is restored after."""
+    was_training = model.training
+    model.eval()
+    try:
+        yield model
+    finally:
+        model.train(was_training)
+
+
 @torch.inference_mode()
 def decode_ids(
     model: nn.Module, src_ids: list[list[int]], settings: DecodeSettings, device: torch.device
 ) -> list[list[Hypothesis]]:
     """Translate piece-id sequences (without EOS) in length-sorted batches; input order kept."""
-    was_training = model.training
-    model.eval()
-    results = translate_batches(
-        model,
-        [[*ids, EOS_ID] for ids in src_ids],  # sources end with EOS, as in training
-        beam_size=settings.beam_size,
-        length_penalty=settings.length_penalty,
-        max_len_a=settings.max_len_a,
-        max_len_b=settings.max_len_b,
-        nbest=settings.nbest,
-        batch_size=settings.batch_size,
-        device=device,
-    )
-    model.train(was_training)
-    return results
+    with eval_mode(model):
+        return translate_batches(
+            model,
+            [[*ids, EOS_ID] for ids in src_ids],  # sources end with EOS, as in training
+            beam_size=settings.beam_size,
+            length_penalty=settings.length_penalty,
+            max_len_a=settings.max_len_a,
+            max_len_b=settings.max_len_b,
+            nbest=settings.nbest,
+            batch_size=settings.batch_size,
+            device=device,
+        )
 
 
 @torch.inference_mode()
@@ -117,13 +127,15 @@ def evaluate_split(
     with_focus: bool = True,
     bleu_tokenize: str | None = None,
 ) -> SplitResult:
-    """Decode the sources of a split, detokenize and score against the text references."""
+    """Decode the sources of a split, detokenize and score against the text references.
+    The model runs in eval mode throughout (decoding and the teacher-forced focus)."""
     n = len(split) if max_sentences is None else min(max_sentences, len(split))
     src_ids = split.src_ids[:n]
-    nbest = decode_ids(model, src_ids, settings, device)
-    best = [hyps[0] for hyps in nbest]
+    with eval_mode(model):
+        nbest = decode_ids(model, src_ids, settings, device)
+        best = [hyps[0] for hyps in nbest]
+        focus = split_focus(model, tokenizer, src_ids, best, device) if with_focus else {}
     hypotheses = [tokenizer.decode_tgt(h.tokens) for h in best]
     references = split.tgt_text[:n]
     scores = score(hypotheses, references, tokenize=bleu_tokenize)
-    focus = split_focus(model, tokenizer, src_ids, best, device) if with_focus else {}
     return SplitResult(hypotheses, references, split.src_text[:n], scores, nbest, focus)

@@ -40,6 +40,7 @@ from seq2seq.models.attention import (
 )
 from seq2seq.models.base import PAD_ID, EncoderOutput
 from seq2seq.models.layers import (
+    ModelConfigError,
     RNNState,
     check_choice,
     check_joint_vocabulary,
@@ -65,7 +66,8 @@ class AttentionRNN(nn.Module):
         name: the config's name (kept for messages).
         cell: "gru" or "lstm".
         score: "additive" (Bahdanau), "dot" or "general" (Luong).
-        input_feeding: Luong only: feed h~_{t-1} into the next step.
+        input_feeding: Luong only: feed h~_{t-1} into the next step (Bahdanau's context
+            always feeds the RNN, so asking for it there is an error).
         emb_dim: embedding size E.
         hidden_size: H, per direction in the encoder and in the decoder.
         attn_dim: the additive scorer's hidden size.
@@ -92,7 +94,7 @@ class AttentionRNN(nn.Module):
         name: str = "bahdanau",
         cell: str = "gru",
         score: str = "additive",
-        input_feeding: bool = True,
+        input_feeding: bool = False,
         emb_dim: int = 256,
         hidden_size: int = 256,
         attn_dim: int = 256,
@@ -113,7 +115,12 @@ class AttentionRNN(nn.Module):
         self.tgt_vocab_size = tgt_vocab_size
         self.num_layers = num_layers
         self.bahdanau = score == "additive"
-        self.input_feeding = input_feeding and not self.bahdanau
+        if input_feeding and self.bahdanau:
+            raise ModelConfigError(
+                "model.input_feeding=true is for Luong's scorers (dot, general); with "
+                "model.score=additive the context always feeds the RNN"
+            )
+        self.input_feeding = input_feeding
         out_size = emb_dim if tie_embeddings else hidden_size
         self.out_size = out_size
 

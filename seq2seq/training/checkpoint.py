@@ -70,7 +70,7 @@ def load_checkpoint(path: Path | str, map_location: str | torch.device = "cpu") 
 
 
 def rng_state() -> dict[str, Any]:
-    """Every random generator the loop uses, as plain data."""
+    """Every random generator this process uses, as plain data (CPU tensors)."""
     state: dict[str, Any] = {"torch": torch.get_rng_state(), "python": random.getstate()}
     if torch.cuda.is_available():
         state["cuda"] = torch.cuda.get_rng_state_all()
@@ -78,8 +78,14 @@ def rng_state() -> dict[str, Any]:
 
 
 def set_rng_state(state: dict[str, Any]) -> None:
-    torch.set_rng_state(state["torch"])
+    """Restore `rng_state()`. The generators take CPU byte tensors only, so tensors that were
+    loaded onto another device (a checkpoint read with map_location=cuda) come back first."""
+    torch.set_rng_state(_cpu_bytes(state["torch"]))
     version, internal, gauss = state["python"]
     random.setstate((version, tuple(internal), gauss))
     if "cuda" in state and torch.cuda.is_available():
-        torch.cuda.set_rng_state_all(state["cuda"])
+        torch.cuda.set_rng_state_all([_cpu_bytes(s) for s in state["cuda"]])
+
+
+def _cpu_bytes(tensor: torch.Tensor) -> torch.Tensor:
+    return tensor.to(device="cpu", dtype=torch.uint8)

@@ -12,7 +12,9 @@ import contextlib
 import functools
 import json
 import math
+import shutil
 import signal
+import sys
 import time
 import warnings
 from collections.abc import Iterator
@@ -38,7 +40,7 @@ from seq2seq.corpus import (
 )
 from seq2seq.data.batching import Batch, collate, padding_fraction, token_batches
 from seq2seq.errors import UserError
-from seq2seq.evaluation.evaluator import DecodeSettings, decode_ids, evaluate_split
+from seq2seq.evaluation.evaluator import DecodeSettings, decode_ids, eval_mode, evaluate_split
 from seq2seq.models import build_model
 from seq2seq.models.base import EOS_ID, PAD_ID, count_parameters
 from seq2seq.tokenization import Tokenizer
@@ -46,7 +48,15 @@ from seq2seq.training.checkpoint import load_checkpoint, rng_state, save_checkpo
 from seq2seq.training.ema import EMA
 from seq2seq.training.loss import token_losses
 from seq2seq.training.optim import Plateau, build_optimizer, learning_rate
-from seq2seq.training.runtime import Runtime, all_reduce_sum, setup_runtime, teardown
+from seq2seq.training.runtime import (
+    Runtime,
+    all_reduce_sum,
+    dropout_seed,
+    gather_to_main,
+    seed_everything,
+    setup_runtime,
+    teardown,
+)
 from seq2seq.visualization import attention_heatmap, head_grid
 
 
@@ -64,6 +74,16 @@ class Progress:
     skipped_updates: int = 0
     history: list[dict[str, float]] = field(default_factory=list)  # one row per evaluation
     losses: list[list[float]] = field(default_factory=list)  # [step, loss] at log intervals
+
+
+@dataclass(frozen=True)
+class RunOutcome:
+    """How `Trainer.run` ended: stopped_by is budget, early stopping or a signal's name."""
+
+    stopped_by: str
+    step: int
+    train_time: float  # seconds, evaluations included
+    interrupted: bool  # by a signal: last.pt was saved to resume from, nothing was tested
 
 
 class StopSignal:
@@ -108,9 +128,11 @@ def checkpoint_payload(
     progress: Progress,
     cfg: DictConfig,
     tokenizer: Tokenizer,
+    rng: list[dict[str, Any]],
 ) -> dict[str, Any]:
     """What a checkpoint holds. "model" is what evaluate/translate load: the averaged weights
-    when trainer.ema_decay is set, and then "train_model" holds the trained ones for resuming."""
+    when trainer.ema_decay is set, and then "train_model" holds the trained ones for resuming.
+    "rng" holds the random state of every process, in rank order."""
     return {
         "model": (ema.model if ema is not None else model).state_dict(),
         "train_model": model.state_dict() if ema is not None else None,
@@ -118,8 +140,8 @@ def checkpoint_payload(
         "plateau": plateau.state_dict(),
         "scaler": scaler.state_dict() if scaler is not None else None,
         "progress": progress.__dict__,
-        "rng": rng_state(),
-        "config": OmegaConf.to_container(cfg, resolve=True),
+        "rng": rng,
+        "config": OmegaConf.to_container(cfg, resolve=True, enum_to_str=True),
         "tokenizer": tokenizer.identity,
         "num_parameters": count_parameters(model),
     }
@@ -167,6 +189,7 @@ class Trainer:
         self.model = build_model(cfg.model, tok.src_vocab_size, tok.tgt_vocab_size).to(rt.device)
         self.num_parameters = count_parameters(self.model)
         self.ema = EMA(self.model, t.ema_decay) if t.ema_decay is not None else None
+        seed_everything(dropout_seed(t.seed, rt.rank))  # the model is built: ranks draw apart
         self.optimizer = build_optimizer(
             self.model, t.lr, tuple(t.betas), t.weight_decay
         )
@@ -332,22 +355,20 @@ class Trainer:
 
     @torch.inference_mode()
     def validation_loss(self) -> float:
-        split = self.data.splits["validation"]
-        model, training = self.eval_model, self.eval_model.training
-        model.eval()
+        split, model = self.data.splits["validation"], self.eval_model
         total, tokens = 0.0, 0
         batches = token_batches(
             split.src_lens, split.tgt_lens, self.cfg.trainer.batch_tokens,
             shuffle=False, seed=0, epoch=0,
         )
-        for indices in batches:
-            batch = self.to_device(self.collate(split, indices))
-            with self.rt.autocast():
-                logits, _ = model(batch.src, batch.src_mask, batch.tgt_in, need_attn=False)
-            _, nll = token_losses(logits, batch.tgt_out, PAD_ID)
-            total += nll.item()
-            tokens += batch.num_tgt_tokens
-        model.train(training)
+        with eval_mode(model):
+            for indices in batches:
+                batch = self.to_device(self.collate(split, indices))
+                with self.rt.autocast():
+                    logits, _ = model(batch.src, batch.src_mask, batch.tgt_in, need_attn=False)
+                _, nll = token_losses(logits, batch.tgt_out, PAD_ID)
+                total += nll.item()
+                tokens += batch.num_tgt_tokens
         return total / max(tokens, 1)
 
     def evaluate(self, elapsed: float) -> dict[str, float]:
@@ -386,11 +407,16 @@ class Trainer:
             self.log_probe(step)
         return row
 
+    @torch.inference_mode()
     def log_probe(self, step: int) -> None:
         """Translate the probe sentences; their attention heatmaps go to TensorBoard."""
         probe = list(self.cfg.data.probe)
         if not probe or self.writer is None:
             return
+        with eval_mode(self.eval_model):
+            self._log_probe(probe, step)
+
+    def _log_probe(self, probe: list[str], step: int) -> None:
         tok = self.data.tokenizer
         split = encode_split(tok, probe, [""] * len(probe), 10_000, 10_000)
         model = self.eval_model
@@ -410,28 +436,32 @@ class Trainer:
             self.writer.add_figure(f"attention/probe_{i}", fig, step)
             if cross_attention is not None:
                 batch = collate([src_ids], [hyp.tokens], [0]).to(self.rt.device)
-                with torch.inference_mode():
-                    training = model.training
-                    model.eval()
-                    heads = cross_attention(batch.src, batch.src_mask, batch.tgt_in)
-                    model.train(training)
+                heads = cross_attention(batch.src, batch.src_mask, batch.tgt_in)
                 fig = head_grid(heads[-1, 0].float().cpu(), src_labels, tgt_labels,
                                 title=f"step {step}: last layer, per head")
                 self.writer.add_figure(f"attention_heads/probe_{i}", fig, step)
 
     # ---- checkpoints ------------------------------------------------------------------------
-    def save(self, name: str, elapsed: float) -> None:
+    def save(self, name: str, elapsed: float, every_rank: bool = True) -> None:
+        """Rank 0 writes checkpoints/`name`. At a point every process reaches (`every_rank`),
+        the random state of each is gathered into it; best.pt, written during rank 0's
+        evaluation, holds rank 0's only."""
+        rng = gather_to_main(rng_state(), self.rt) if every_rank else [rng_state()]
         if not self.rt.is_main:
             return
         self.progress.elapsed = elapsed
         save_checkpoint(
             self.ckpt_dir / name,
             checkpoint_payload(self.model, self.ema, self.optimizer, self.plateau, self.scaler,
-                               self.progress, self.cfg, self.data.tokenizer),
+                               self.progress, self.cfg, self.data.tokenizer, rng),
         )
 
     def restore(self, path: Path) -> None:
-        ckpt = load_checkpoint(path, map_location=self.rt.device)
+        """Continue from a checkpoint. Loaded on the CPU (the random generators take CPU
+        tensors; load_state_dict moves weights and optimizer state to their device). Resuming
+        into another run folder carries the old run's best.pt over, since its best BLEU is the
+        bar this run must beat to write a new one."""
+        ckpt = load_checkpoint(path, map_location="cpu")
         check_tokenizer(ckpt, self.data.tokenizer, path)
         try:
             if self.ema is not None:
@@ -446,7 +476,17 @@ class Trainer:
         if self.scaler is not None and ckpt["scaler"] is not None:
             self.scaler.load_state_dict(ckpt["scaler"])
         self.progress = Progress(**ckpt["progress"])
-        set_rng_state(ckpt["rng"])
+        states = ckpt["rng"] if isinstance(ckpt["rng"], list) else [ckpt["rng"]]
+        if len(states) == self.rt.world_size:
+            set_rng_state(states[self.rt.rank])
+        else:
+            warnings.warn(f"{path} holds the random state of {len(states)} process(es), this run "
+                          f"has {self.rt.world_size}: every process is reseeded", stacklevel=1)
+            seed_everything(dropout_seed(self.cfg.trainer.seed, self.rt.rank) + self.progress.step)
+        old_best, best = Path(path).parent / "best.pt", self.ckpt_dir / "best.pt"
+        if self.rt.is_main and old_best.is_file() and old_best.resolve() != best.resolve():
+            self.ckpt_dir.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(old_best, best)
         if self.rt.is_main:
             print(f"resumed from {path} at step {self.progress.step}, epoch {self.progress.epoch}")
 
@@ -459,16 +499,26 @@ class Trainer:
             return False
         return t.max_time is None or elapsed < t.max_time
 
-    def broadcast_stop(self, stop: bool) -> bool:
-        """Rank 0 decides early stopping and the plateau scale; every rank follows."""
-        if not self.rt.distributed:
-            return stop
-        flags = torch.tensor([float(stop), self.plateau.scale], device=self.rt.device)
-        dist.broadcast(flags, src=0)
-        self.plateau.scale = float(flags[1])
-        return bool(flags[0])
+    def agree_to_stop(self, early_stop: bool, signal_name: str | None) -> str | None:
+        """Why every process stops after this update, or None: a signal that any process
+        received, or early stopping, which rank 0 decides; every rank takes rank 0's plateau
+        scale. All processes stop at the same update, so they reach the last save together."""
+        if self.rt.distributed:
+            flags = torch.tensor(
+                [float(early_stop), float(signal_name is not None),
+                 self.plateau.scale if self.rt.is_main else 0.0],
+                device=self.rt.device,
+            )
+            dist.all_reduce(flags)  # only rank 0 contributes early_stop and the scale
+            self.plateau.scale = float(flags[2])
+            early_stop = bool(flags[0])
+            if flags[1] > 0:
+                signal_name = signal_name or "signal to another process"
+        if signal_name is not None:
+            return signal_name
+        return "early stopping" if early_stop else None
 
-    def run(self) -> dict[str, Any]:
+    def run(self) -> RunOutcome:
         t, p = self.cfg.trainer, self.progress
         start = time.monotonic() - p.elapsed
         batches = self.epoch_batches(p.epoch)
@@ -480,8 +530,10 @@ class Trainer:
             frac = padding_fraction(batches, split.src_lens, split.tgt_lens)
             print(f"train: {len(self.train_split)} pairs, {len(batches)} batches per epoch "
                   f"and process, padding {frac:.1%}")
-        bar = tqdm(total=t.max_steps, initial=p.step, disable=not (self.rt.is_main and t.progress),
-                   dynamic_ncols=True, unit="step")
+        # a live bar on a terminal; elsewhere (make train > log 2>&1) one line per log_every
+        live = self.rt.is_main and t.progress and sys.stderr.isatty()
+        bar = tqdm(total=t.max_steps, initial=p.step, disable=not live, dynamic_ncols=True,
+                   unit="step")
         self.model.train()
         zeros = functools.partial(torch.zeros, (), device=self.rt.device)
         window_nll, window_tokens, window_skipped, bad_run = zeros(), zeros(), zeros(), zeros()
@@ -498,8 +550,8 @@ class Trainer:
                 bar.update(1)
                 if p.step % t.log_every == 0:
                     self.check_skipped(window_skipped, bad_run)
-                    self.log_train(window_nll, window_tokens, window_start, grad_norm, bar,
-                                   time.monotonic() - start)
+                    self.log_train(window_nll, window_tokens, window_start, grad_norm,
+                                   bar if live else None, time.monotonic() - start)
                     for window in (window_nll, window_tokens, window_skipped):
                         window.zero_()
                     window_start = time.monotonic()
@@ -509,24 +561,22 @@ class Trainer:
                     window_start = time.monotonic()  # evaluation time is not training speed
                 if p.step % t.save_every == 0:
                     self.save("last.pt", time.monotonic() - start)
-                if stop_signal.received:
-                    stopped_by = stop_signal.received
-                    break
-                if self.broadcast_stop(early_stop):
-                    stopped_by = "early stopping"
+                stopped_by = self.agree_to_stop(early_stop, stop_signal.received)
+                if stopped_by is not None:
                     break
         bar.close()
         elapsed = time.monotonic() - start
-        if stopped_by in ("SIGINT", "SIGTERM"):
+        interrupted = stopped_by not in (None, "early stopping")
+        if interrupted:
             self.save("last.pt", elapsed)
             if self.rt.is_main:
                 print(f"{stopped_by}: saved {self.ckpt_dir / 'last.pt'} at step {p.step}; "
                       f"continue with trainer.resume={self.ckpt_dir / 'last.pt'}")
-            return {"interrupted": stopped_by, "step": p.step}
+            return RunOutcome(str(stopped_by), p.step, elapsed, interrupted=True)
         if self.rt.is_main and (not p.history or p.history[-1]["step"] != p.step):
             self.after_eval(elapsed)  # the final weights are always evaluated once
         self.save("last.pt", elapsed)
-        return {"stopped_by": stopped_by or "budget", "step": p.step, "train_time": elapsed}
+        return RunOutcome(stopped_by or "budget", p.step, elapsed, interrupted=False)
 
     def check_skipped(self, skipped: Tensor, bad_run: Tensor) -> None:
         """Read, at a logging interval, how many updates were dropped for NaN/inf."""
@@ -544,14 +594,22 @@ class Trainer:
             )
 
     def log_train(self, nll: Tensor, tokens: Tensor, since: float, grad_norm: Tensor,
-                  bar: tqdm, elapsed: float) -> None:
+                  bar: tqdm | None, elapsed: float) -> None:
+        """Loss and speed of the last log_every updates: to TensorBoard, and to the console
+        on the live bar or, with no bar, as one plain line (trainer.progress)."""
         totals = all_reduce_sum(torch.stack([nll, tokens]), self.rt)
         loss = (totals[0] / totals[1].clamp(min=1)).item()
         tok_per_s = totals[1].item() / max(time.monotonic() - since, 1e-9)
         lr = self.optimizer.param_groups[0]["lr"]
         self.progress.losses.append([self.progress.step, loss])
-        bar.set_postfix(loss=f"{loss:.3f}", tok_s=f"{tok_per_s:,.0f}", lr=f"{lr:.2e}",
-                        left=f"{max((self.cfg.trainer.max_time or 0) - elapsed, 0):.0f}s")
+        figures = {"loss": f"{loss:.3f}", "tok_s": f"{tok_per_s:,.0f}", "lr": f"{lr:.2e}"}
+        if self.cfg.trainer.max_time is not None:
+            figures["left"] = f"{max(self.cfg.trainer.max_time - elapsed, 0):.0f}s"
+        if bar is not None:
+            bar.set_postfix(figures)
+        elif self.rt.is_main and self.cfg.trainer.progress:
+            print(f"step {self.progress.step}: " + " ".join(f"{k} {v}" for k, v in figures.items()),
+                  flush=True)
         if self.writer is not None:
             step = self.progress.step
             self.writer.add_scalar("train/loss", loss, step)
@@ -570,7 +628,7 @@ class Trainer:
         improved = row["valid_bleu"] > p.best_bleu
         if improved:
             p.best_bleu, p.evals_since_best = row["valid_bleu"], 0
-            self.save("best.pt", elapsed)
+            self.save("best.pt", elapsed, every_rank=False)
         else:
             p.evals_since_best += 1
         if t.schedule == "plateau" and self.plateau.update(row["valid_bleu"]):
@@ -586,19 +644,23 @@ class Trainer:
 
 
 def final_test(trainer: Trainer, cfg: DictConfig) -> dict[str, Any]:
-    """Decode the test split with the best checkpoint and beam search; write test.hyp."""
+    """Decode the test split with beam search and write test.hyp. The weights scored are
+    best.pt's when it exists, else the final weights that are evaluated (EMA or trained);
+    "checkpoint" names the file scored, or is None for the final in-memory weights."""
     best = trainer.ckpt_dir / "best.pt"
+    model, scored = trainer.eval_model, None
     if best.is_file():
-        trainer.model.load_state_dict(load_checkpoint(best, trainer.rt.device)["model"])
+        trainer.model.load_state_dict(load_checkpoint(best)["model"])
+        model, scored = trainer.model, str(best)
     settings = decode_settings(cfg, cfg.decoding.beam_size)
     start = time.monotonic()
-    result = evaluate_split(trainer.model, trainer.data.tokenizer, trainer.data.splits["test"],
+    result = evaluate_split(model, trainer.data.tokenizer, trainer.data.splits["test"],
                             settings, trainer.rt.device, bleu_tokenize=cfg.data.bleu_tokenize)
     seconds = time.monotonic() - start
     (trainer.run_dir / "test.hyp").write_text("\n".join(result.hypotheses) + "\n",
                                               encoding="utf-8")
     summary = {**result.summary(), "test_set": cfg.data.test_set, "beam_size": settings.beam_size,
-               "decode_seconds": round(seconds, 2), "checkpoint": str(best)}
+               "decode_seconds": round(seconds, 2), "checkpoint": scored}
     if trainer.writer is not None:
         trainer.writer.add_scalar("test/bleu", result.scores.bleu, trainer.progress.step)
         trainer.writer.add_scalar("test/chrf", result.scores.chrf, trainer.progress.step)
@@ -616,7 +678,12 @@ def prepare_on_every_rank(cfg: DictConfig, rt: Runtime) -> PreparedData:
 
 
 def train(cfg: DictConfig) -> dict[str, Any]:
-    """Train the model `cfg` describes; returns (and writes to metrics.json) its metrics."""
+    """Train the model `cfg` describes; returns (and writes to metrics.json) its metrics.
+
+    The metrics have one shape however the run ended: "stopped_by" says how (budget, early
+    stopping, or a signal, after which last.pt is saved and "test" is absent), and
+    "best_valid_bleu" is what a Hydra sweeper optimises (None before any evaluation).
+    """
     t = cfg.trainer
     rt = setup_runtime(t.device, t.precision, t.threads, t.seed)
     run_dir = Path(cfg.run_dir)
@@ -635,10 +702,6 @@ def train(cfg: DictConfig) -> dict[str, Any]:
         if resume is not None:
             trainer.restore(resume)
         outcome = trainer.run()
-        if "interrupted" in outcome:
-            if trainer.writer is not None:
-                trainer.writer.close()
-            return outcome
         p = trainer.progress
         metrics: dict[str, Any] = {
             "model": cfg.model.name,
@@ -646,14 +709,14 @@ def train(cfg: DictConfig) -> dict[str, Any]:
             "parameters": trainer.num_parameters,
             "steps": p.step,
             "epochs": p.epoch + p.position / max(len(trainer.epoch_batches(p.epoch)), 1),
-            "train_time": round(outcome["train_time"], 1),
-            "stopped_by": outcome["stopped_by"],
+            "train_time": round(outcome.train_time, 1),
+            "stopped_by": outcome.stopped_by,
             "skipped_updates": p.skipped_updates,
-            "best_valid_bleu": p.best_bleu,
+            "best_valid_bleu": p.best_bleu if p.history else None,
             "history": p.history,
             "losses": p.losses,
         }
-        if rt.is_main and t.final_test:
+        if rt.is_main and t.final_test and not outcome.interrupted:
             metrics["test"] = final_test(trainer, cfg)
             test = metrics["test"]
             focus = test.get("focus", {}).get("accuracy")
@@ -663,10 +726,11 @@ def train(cfg: DictConfig) -> dict[str, Any]:
         if rt.is_main:
             (run_dir / "metrics.json").write_text(json.dumps(metrics, indent=2))
             if trainer.writer is not None:
-                final = {"hparam/best_valid_bleu": p.best_bleu}
-                if "test" in metrics:
-                    final["hparam/test_bleu"] = metrics["test"]["bleu"]
-                trainer.writer.add_hparams(hparams(cfg), final, run_name=".")
+                if not outcome.interrupted:
+                    final = {"hparam/best_valid_bleu": p.best_bleu}
+                    if "test" in metrics:
+                        final["hparam/test_bleu"] = metrics["test"]["bleu"]
+                    trainer.writer.add_hparams(hparams(cfg), final, run_name=".")
                 trainer.writer.close()
             print(f"run folder: {run_dir}")
         return metrics
@@ -678,7 +742,9 @@ def hparams(cfg: DictConfig) -> dict[str, Any]:
     """Scalar settings of the model and trainer, flattened for TensorBoard's HParams tab."""
     flat: dict[str, Any] = {}
     for group in ("model", "trainer", "tokenizer"):
-        for key, value in OmegaConf.to_container(cfg[group], resolve=True).items():  # type: ignore[union-attr]
+        for key, value in OmegaConf.to_container(  # type: ignore[union-attr]
+            cfg[group], resolve=True, enum_to_str=True
+        ).items():
             if isinstance(value, (int, float, str, bool)):
                 flat[f"{group}.{key}"] = value
     flat["data"] = cfg.data.name

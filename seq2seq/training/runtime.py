@@ -99,6 +99,13 @@ def seed_everything(seed: int) -> None:
     torch.manual_seed(seed)  # seeds CUDA too
 
 
+def dropout_seed(seed: int, rank: int) -> int:
+    """The seed of a process's random draws during training (dropout, sampling) once the model
+    is built: each rank draws its own masks, as N processes that each see their own batches
+    should; rank 0 of N processes draws what a single process would."""
+    return seed + rank
+
+
 def setup_runtime(
     device: str = "auto", precision: str = "auto", threads: int | None = None, seed: int = 0
 ) -> Runtime:
@@ -122,6 +129,7 @@ def setup_runtime(
         # CPU processes share the cores; oversubscription makes every one of them slower.
         torch.set_num_threads(max(1, (os.cpu_count() or 1) // world_size))
     # Same seed on every rank: the model starts identical everywhere (DDP also broadcasts it).
+    # The trainer reseeds each rank with seed + rank once the model is built (dropout_seed).
     seed_everything(seed)
     return Runtime(dev, pick_precision(precision, dev), rank, world_size, local_rank)
 
@@ -136,3 +144,12 @@ def all_reduce_sum(value: torch.Tensor, runtime: Runtime) -> torch.Tensor:
     if runtime.distributed:
         dist.all_reduce(value, op=dist.ReduceOp.SUM)
     return value
+
+
+def gather_to_main(value: object, runtime: Runtime) -> list[object]:
+    """`value` of every process in rank order on rank 0 (an empty list on the others)."""
+    if not runtime.distributed:
+        return [value]
+    gathered: list[object] | None = [None] * runtime.world_size if runtime.is_main else None
+    dist.gather_object(value, gathered, dst=0)
+    return gathered or []
