@@ -71,8 +71,18 @@ def load_corpus(cfg: DataConfig) -> datasets.DatasetDict:
         from seq2seq.data.files import load_files
 
         corpus = load_files(src_files=cfg.src_files, tgt_files=cfg.tgt_files)
+    elif cfg.source == "docs":
+        from seq2seq.data.docs import load_docs
+
+        corpus = load_docs(
+            root=root,
+            src_lang=cfg.src_lang,
+            tgt_lang=cfg.tgt_lang,
+            sources=list(cfg.docs_sources),
+            allow_missing=cfg.allow_missing,
+        )
     else:
-        raise UserError(f"data.source={cfg.source!r} is unknown; use ding, hf or files")
+        raise UserError(f"data.source={cfg.source!r} is unknown; use ding, hf, files or docs")
 
     train = corpus["train"]
     keep, dropped = clean_pairs(

@@ -1,0 +1,59 @@
+"""German-English documentation from Debian packages as a parallel corpus (data=docs_de_en).
+
+Human translations of software documentation ship as Debian packages in structures that align
+them exactly (../../../../shared/DATA.md, second part). Each source has a module:
+- libreoffice_help: LibreOffice help pages, joined on (page, paragraph id);
+- mo_catalogs: LibreOffice's German interface catalogs (gettext `.mo`);
+- manpages: manual pages and their po4a translations, paired block by block;
+- manuals: po4a-translated HTML manuals (debian-reference, debian-handbook), paired block by
+  block where a page's block counts agree.
+`packages` fetches the packages (`apt-get download`, `dpkg -x`, no root needed), `filters`
+holds the pair filter and the document split, and `build` caches the corpus with a manifest
+of package versions and sha256 sums.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import datasets
+
+from seq2seq.data import make_dataset_dict
+from seq2seq.data.docs.build import build_docs
+from seq2seq.data.docs.filters import SPLITS
+from seq2seq.data.docs.packages import Fetch, apt_get_download
+from seq2seq.errors import UserError
+
+
+def load_docs(
+    *,
+    root: Path,
+    src_lang: str,
+    tgt_lang: str,
+    sources: Sequence[str],
+    allow_missing: bool,
+    fetch: Fetch = apt_get_download,
+) -> datasets.DatasetDict:
+    """The documentation corpus in the direction src_lang -> tgt_lang (de->en or en->de).
+
+    Args:
+        root: the data root (downloads under `raw/`, the built corpus under `docs/`).
+        src_lang: "de" or "en".
+        tgt_lang: the other one.
+        sources: the sources to build from (names in `sources.SOURCES`).
+        allow_missing: build from the packages at hand when some cannot be fetched.
+        fetch: downloads .deb files (tests pass a fake).
+    """
+    if {src_lang, tgt_lang} != {"de", "en"}:
+        raise UserError(
+            f"the documentation corpus is German-English: data.src_lang={src_lang} and "
+            f"data.tgt_lang={tgt_lang} must be de and en (either way round)"
+        )
+    corpus = build_docs(root, sources, allow_missing=allow_missing, fetch=fetch)
+    splits: dict[str, tuple[list[str], list[str]]] = {}
+    for name in SPLITS:
+        de = [segment.de for segment in corpus.splits[name]]
+        en = [segment.en for segment in corpus.splits[name]]
+        splits[name] = (de, en) if src_lang == "de" else (en, de)
+    return make_dataset_dict(splits)

@@ -1,0 +1,182 @@
+"""Build the documentation corpus once, keep it under `<data root>/docs/`, and reuse it.
+
+The cache folder is `docs/v<extraction version>-<key>/`, where the key hashes the chosen
+sources and each package's name, version and .deb sha256: a security update that replaces a
+package, or another choice of sources, gives a new folder. It holds `corpus.json` (the split
+pairs, German first, with their document) and `manifest.json` (the packages, what each source
+contributed, the split rule and counts).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from seq2seq.data.docs.filters import (
+    SPLITS,
+    TEST_BUCKETS,
+    VALIDATION_BUCKETS,
+    filter_segments,
+    remove_train_overlap,
+    split_of_document,
+)
+from seq2seq.data.docs.packages import Fetch, Package, apt_get_download, obtain_packages, unpack
+from seq2seq.data.docs.segments import PageCounts, Segment, normalize_space
+from seq2seq.data.docs.sources import SOURCES
+from seq2seq.errors import UserError
+
+EXTRACTION_VERSION = 1
+LONG_WORDS = 30  # held-out pairs with more words than this on a side are counted apart
+
+
+@dataclass
+class DocsCorpus:
+    """The built corpus, German first, before a direction is chosen.
+
+    Attributes:
+        splits: train/validation/test -> segments (de, en, document) in build order.
+        manifest: what `manifest.json` holds.
+        folder: the cache folder.
+    """
+
+    splits: dict[str, list[Segment]]
+    manifest: dict[str, Any]
+    folder: Path
+
+
+def build_docs(
+    root: Path,
+    sources: Sequence[str],
+    *,
+    allow_missing: bool = False,
+    fetch: Fetch = apt_get_download,
+) -> DocsCorpus:
+    """Fetch, align, filter and split the chosen sources, or reuse the cached result.
+
+    Args:
+        root: the data root; packages go to `<root>/raw`, the corpus to `<root>/docs`.
+        sources: names from SOURCES, in the order their pairs are taken (a pair that two
+            sources share counts for the first).
+        allow_missing: build from the sources whose packages are all at hand when some
+            package cannot be fetched (they are listed in the manifest); else fail.
+        fetch: downloads .deb files into a folder (tests pass a fake).
+
+    Raises:
+        UserError: an unknown source name, a package that cannot be fetched (unless
+            `allow_missing`), or nothing left to build from.
+    """
+    unknown = [name for name in sources if name not in SOURCES]
+    if unknown or not sources:
+        raise UserError(f"data.docs_sources={list(sources)}: choose one or more of "
+                        f"{', '.join(SOURCES)}")
+    names = list(dict.fromkeys(p for name in sources for p in SOURCES[name].packages))
+    raw_dir = root / "raw"
+    packages, missing = obtain_packages(names, raw_dir, fetch=fetch, allow_missing=allow_missing)
+    usable = [name for name in sources if set(SOURCES[name].packages) <= packages.keys()]
+    if missing:
+        left_out = [name for name in sources if name not in usable]
+        print(f"building without the missing package(s) {', '.join(missing)} "
+              f"(data.allow_missing=true): left out the source(s) {', '.join(left_out)}")
+    if not usable:
+        raise UserError(f"no source of data.docs_sources={list(sources)} has all its packages; "
+                        "fetch them (see above) and run again")
+    used = [packages[p] for p in dict.fromkeys(p for n in usable for p in SOURCES[n].packages)]
+    key = hashlib.sha256(json.dumps(
+        [EXTRACTION_VERSION, usable, [[p.name, p.version, p.sha256] for p in used]]
+    ).encode("utf-8")).hexdigest()
+    folder = root / "docs" / f"v{EXTRACTION_VERSION}-{key[:16]}"
+    if (folder / "manifest.json").is_file() and (folder / "corpus.json").is_file():
+        stored = json.loads((folder / "corpus.json").read_text(encoding="utf-8"))
+        corpus = DocsCorpus(
+            splits={name: [Segment(*row) for row in rows] for name, rows in stored.items()},
+            manifest=json.loads((folder / "manifest.json").read_text(encoding="utf-8")),
+            folder=folder,
+        )
+        print(f"documentation corpus: reusing {folder}")
+    else:
+        started = time.monotonic()
+        corpus = _build(usable, used, missing, raw_dir, folder)
+        print(f"documentation corpus: built {folder} in {time.monotonic() - started:.0f} s")
+    _print_counts(corpus.manifest)
+    return corpus
+
+
+def _build(
+    sources: list[str], packages: list[Package], missing: list[str], raw_dir: Path, folder: Path
+) -> DocsCorpus:
+    by_name = {package.name: package for package in packages}
+    seen: set[tuple[str, str]] = set()
+    splits: dict[str, list[Segment]] = {name: [] for name in SPLITS}
+    reports: dict[str, dict[str, Any]] = {}
+    for name in sources:
+        source = SOURCES[name]
+        roots = {p: unpack(by_name[p], raw_dir) for p in source.packages}
+        page_counts: list[PageCounts] = []
+        segments = (
+            Segment(normalize_space(s.de), normalize_space(s.en), s.document)
+            for s in source.align(roots, name, page_counts)
+        )
+        kept, dropped = filter_segments(segments, seen)
+        for segment in kept:
+            splits[split_of_document(segment.document)].append(segment)
+        reports[name] = {"packages": list(source.packages), "dropped": dropped}
+        if page_counts:
+            reports[name]["pages"] = page_counts[0]._asdict()
+    removed = remove_train_overlap(splits)
+    for name, report in reports.items():
+        report["splits"] = {
+            split: sum(s.document.startswith(f"{name}/") for s in splits[split])
+            for split in SPLITS
+        }
+        report["pairs"] = sum(report["splits"].values())
+    manifest = {
+        "extraction_version": EXTRACTION_VERSION,
+        "packages": [package.record() for package in packages],
+        "missing_packages": missing,
+        "sources": reports,
+        "split_rule": (
+            f"md5(document) % 100: 0-{TEST_BUCKETS - 1} test, "
+            f"{TEST_BUCKETS}-{TEST_BUCKETS + VALIDATION_BUCKETS - 1} validation, rest train; "
+            "then validation/test pairs with a side that occurs in train are removed"
+        ),
+        "removed_from_held_out": removed,
+        "splits": {name: len(splits[name]) for name in SPLITS},
+        f"held_out_over_{LONG_WORDS}_words": {
+            split: {lang: sum(len(getattr(s, lang).split()) > LONG_WORDS for s in splits[split])
+                    for lang in ("de", "en")}
+            for split in ("validation", "test")
+        },
+    }
+    folder.mkdir(parents=True, exist_ok=True)
+    _write_json(folder / "corpus.json", {name: [list(s) for s in rows]
+                                         for name, rows in splits.items()})
+    _write_json(folder / "manifest.json", manifest)
+    return DocsCorpus(splits, manifest, folder)
+
+
+def _write_json(path: Path, content: object) -> None:
+    tmp = path.with_name(f"{path.name}.tmp{os.getpid()}")
+    tmp.write_text(json.dumps(content, ensure_ascii=False, indent=1), encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def _print_counts(manifest: dict[str, Any]) -> None:
+    versions = ", ".join(f"{p['name']} {p['version']}" for p in manifest["packages"])
+    print(f"  packages: {versions}")
+    for name, report in manifest["sources"].items():
+        per_split = " / ".join(f"{split} {report['splits'][split]:,}" for split in SPLITS)
+        dropped = ", ".join(f"{reason} {n:,}" for reason, n in report["dropped"].items())
+        print(f"  {name}: {report['pairs']:,} pairs ({per_split}); dropped {dropped}")
+    totals = manifest["splits"]
+    long_test = manifest[f"held_out_over_{LONG_WORDS}_words"]["test"]
+    print(f"  all: {sum(totals.values()):,} pairs: "
+          + ", ".join(f"{split} {totals[split]:,}" for split in SPLITS)
+          + f"; test pairs over {LONG_WORDS} words: {long_test['de']:,} German, "
+          f"{long_test['en']:,} English; held-out pairs removed for a side seen in train: "
+          + ", ".join(f"{split} {n:,}" for split, n in manifest["removed_from_held_out"].items()))

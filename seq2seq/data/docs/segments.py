@@ -1,0 +1,81 @@
+"""What the aligners share: the Segment they yield, whitespace normalisation, and pairing by
+position of pages that keep their original's structure."""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from collections.abc import Callable, Sequence
+from typing import NamedTuple, TypeVar
+
+_SPACE = re.compile(r"\s+")
+T = TypeVar("T")
+
+
+class Segment(NamedTuple):
+    """One aligned pair of texts.
+
+    Attributes:
+        de: the German text.
+        en: the English text.
+        document: `<source>/<relative path>[/<part>]`; the split is drawn per document.
+    """
+
+    de: str
+    en: str
+    document: str
+
+
+def normalize_space(text: str) -> str:
+    """NFC-normalize, turn every run of whitespace (no-break spaces included) into one space,
+    and strip the ends."""
+    return _SPACE.sub(" ", unicodedata.normalize("NFC", text)).strip()
+
+
+class PageCounts(NamedTuple):
+    """How the pages of a structural source aligned.
+
+    Attributes:
+        common: pages present in both languages.
+        whole: pages whose block counts agree, paired whole.
+        by_section: pages paired only in the sections whose block counts agree.
+    """
+
+    common: int
+    whole: int
+    by_section: int
+
+
+def pair_by_position(
+    en: Sequence[T], de: Sequence[T], is_heading: Callable[[T], bool]
+) -> tuple[list[tuple[T, T]], bool]:
+    """Pair the blocks of a page and its translation by position.
+
+    When the two block counts agree the whole page pairs up. Otherwise, when both pages hold
+    the same number of sections (a section starts at each heading block), the sections pair
+    by position, and each section pair whose block counts agree pairs up.
+
+    Returns:
+        The (English, German) block pairs, and whether the whole page paired.
+    """
+    if len(en) == len(de):
+        return list(zip(en, de, strict=True)), True
+    en_sections = _sections(en, is_heading)
+    de_sections = _sections(de, is_heading)
+    if len(en_sections) != len(de_sections):
+        return [], False
+    return [
+        pair
+        for en_section, de_section in zip(en_sections, de_sections, strict=True)
+        if len(en_section) == len(de_section)
+        for pair in zip(en_section, de_section, strict=True)
+    ], False
+
+
+def _sections(blocks: Sequence[T], is_heading: Callable[[T], bool]) -> list[list[T]]:
+    sections: list[list[T]] = [[]]
+    for block in blocks:
+        if is_heading(block) and sections[-1]:
+            sections.append([])
+        sections[-1].append(block)
+    return sections
