@@ -27,7 +27,7 @@ from seq2seq.evaluation.evaluator import DecodeSettings, decode_ids, evaluate_sp
 from seq2seq.evaluation.focus import copied_word_weights
 from seq2seq.evaluation.metrics import bleu_by_length
 from seq2seq.inference import load_for_inference
-from seq2seq.models.base import EOS_ID
+from seq2seq.tokenization import EOS_ID
 from seq2seq.training.loop import train
 from seq2seq.visualization import (
     bleu_bars,

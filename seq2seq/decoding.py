@@ -25,7 +25,8 @@ import torch
 from torch import Tensor, nn
 
 from seq2seq.errors import UserError
-from seq2seq.models.base import BOS_ID, EOS_ID, PAD_ID, Seq2SeqModel
+from seq2seq.models.base import Seq2SeqModel
+from seq2seq.tokenization import BOS_ID, EOS_ID, PAD_ID
 
 
 @dataclass

@@ -1,6 +1,7 @@
 """sentencepiece tokenizers: trained on the train split only, cached, saved with every run.
 
-Every model uses the fixed special ids of `seq2seq.models.base` (pad 0, unk 1, bos 2, eos 3).
+Every vocabulary has the fixed special ids below (pad 0, unk 1, bos 2, eos 3); the batcher,
+the models and the search use them.
 The models normalize nothing and keep every space (`identity` rule, no whitespace folding),
 and unseen characters fall back to their UTF-8 bytes, so `decode(encode(x)) == x` for any
 text: a hypothesis is detokenized exactly.
@@ -20,8 +21,8 @@ import datasets
 import sentencepiece as spm
 
 from seq2seq.errors import UserError
-from seq2seq.models.base import BOS_ID, EOS_ID, PAD_ID, UNK_ID
 
+PAD_ID, UNK_ID, BOS_ID, EOS_ID = 0, 1, 2, 3
 TOKENIZER_VERSION = 1  # bump when the trainer options below change
 METADATA_FILE = "tokenizer.json"
 SPM_SEED = 1234

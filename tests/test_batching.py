@@ -9,7 +9,7 @@ import torch
 
 from seq2seq.data.batching import collate, padding_fraction, token_batches
 from seq2seq.errors import UserError
-from seq2seq.models.base import BOS_ID, EOS_ID, PAD_ID
+from seq2seq.tokenization import BOS_ID, EOS_ID, PAD_ID
 
 
 def lengths(n: int = 600, seed: int = 0) -> tuple[list[int], list[int]]:

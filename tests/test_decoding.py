@@ -18,13 +18,8 @@ from seq2seq.decoding import (
     translate_batches,
 )
 from seq2seq.errors import UserError
-from seq2seq.models.base import (
-    BOS_ID,
-    EOS_ID,
-    PAD_ID,
-    EncoderOutput,
-    Seq2SeqModel,
-)
+from seq2seq.models.base import EncoderOutput, Seq2SeqModel
+from seq2seq.tokenization import BOS_ID, EOS_ID, PAD_ID
 
 A, B = 4, 5  # the two word tokens of the scripted vocabulary {PAD, UNK, BOS, EOS, A, B}
 

@@ -18,10 +18,11 @@ from seq2seq.models.attention import (
     LexicalOutput,
     masked_softmax,
 )
-from seq2seq.models.base import BOS_ID, EOS_ID, PAD_ID, Seq2SeqModel
+from seq2seq.models.base import Seq2SeqModel
 from seq2seq.models.rnn_attention import AttentionRNN
 from seq2seq.models.transformer import MultiHeadAttention, Transformer
 from seq2seq.models.vanilla import VanillaSeq2Seq
+from seq2seq.tokenization import BOS_ID, EOS_ID, PAD_ID
 
 VOCAB = 17
 SRC_LENGTHS = [7, 4, 2]  # real tokens per row, EOS included; the batch is padded to 7

@@ -13,10 +13,10 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from seq2seq.decoding import greedy_search
-from seq2seq.models.base import BOS_ID, EOS_ID, PAD_ID
 from seq2seq.models.rnn_attention import AttentionRNN
 from seq2seq.models.transformer import Transformer
 from seq2seq.models.vanilla import VanillaSeq2Seq
+from seq2seq.tokenization import BOS_ID, EOS_ID, PAD_ID
 
 ALPHABET = 20
 VOCAB = 4 + ALPHABET

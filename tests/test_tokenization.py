@@ -8,8 +8,7 @@ import datasets
 import pytest
 
 from seq2seq.errors import UserError
-from seq2seq.models.base import BOS_ID, EOS_ID, PAD_ID, UNK_ID
-from seq2seq.tokenization import Tokenizer, build_tokenizer
+from seq2seq.tokenization import BOS_ID, EOS_ID, PAD_ID, UNK_ID, Tokenizer, build_tokenizer
 
 TRAIN = [
     ("Jane ging in den Laden.", "Jane went to the store."),

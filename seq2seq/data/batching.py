@@ -14,7 +14,7 @@ import torch
 from torch import Tensor
 
 from seq2seq.errors import UserError
-from seq2seq.models.base import BOS_ID, EOS_ID, PAD_ID
+from seq2seq.tokenization import BOS_ID, EOS_ID, PAD_ID
 
 
 @dataclass

@@ -16,8 +16,7 @@ from seq2seq.data.batching import collate
 from seq2seq.decoding import Hypothesis, translate_batches
 from seq2seq.evaluation.focus import focus_metric, transformer_focus
 from seq2seq.evaluation.metrics import Scores, score
-from seq2seq.models.base import EOS_ID
-from seq2seq.tokenization import Tokenizer
+from seq2seq.tokenization import EOS_ID, Tokenizer
 
 
 @dataclass(frozen=True)

@@ -11,8 +11,6 @@ from typing import Protocol, TypeVar, runtime_checkable
 
 from torch import Tensor, nn
 
-PAD_ID, UNK_ID, BOS_ID, EOS_ID = 0, 1, 2, 3
-
 T = TypeVar("T")
 
 

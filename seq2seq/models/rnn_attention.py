@@ -38,7 +38,7 @@ from seq2seq.models.attention import (
     GeneralAttention,
     LexicalOutput,
 )
-from seq2seq.models.base import PAD_ID, EncoderOutput
+from seq2seq.models.base import EncoderOutput
 from seq2seq.models.layers import (
     ModelConfigError,
     RNNState,
@@ -52,6 +52,7 @@ from seq2seq.models.layers import (
     rnn_run,
     rnn_step,
 )
+from seq2seq.tokenization import PAD_ID
 
 SCORES = ("additive", "dot", "general")
 

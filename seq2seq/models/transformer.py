@@ -21,8 +21,9 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from seq2seq.models.attention import masked_softmax
-from seq2seq.models.base import PAD_ID, EncoderOutput, reorder_tensors
+from seq2seq.models.base import EncoderOutput, reorder_tensors
 from seq2seq.models.layers import ModelConfigError, check_joint_vocabulary
+from seq2seq.tokenization import PAD_ID
 
 
 def sinusoidal_positions(max_len: int, d_model: int) -> Tensor:

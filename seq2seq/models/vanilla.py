@@ -14,7 +14,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
-from seq2seq.models.base import PAD_ID, EncoderOutput
+from seq2seq.models.base import EncoderOutput
 from seq2seq.models.layers import (
     RNNState,
     encode_packed,
@@ -24,6 +24,7 @@ from seq2seq.models.layers import (
     rnn_run,
     rnn_step,
 )
+from seq2seq.tokenization import PAD_ID
 
 
 class VanillaSeq2Seq(nn.Module):

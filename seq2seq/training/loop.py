@@ -42,8 +42,8 @@ from seq2seq.data.batching import Batch, collate, padding_fraction, token_batche
 from seq2seq.errors import UserError
 from seq2seq.evaluation.evaluator import DecodeSettings, decode_ids, eval_mode, evaluate_split
 from seq2seq.models import build_model
-from seq2seq.models.base import EOS_ID, PAD_ID, count_parameters
-from seq2seq.tokenization import Tokenizer
+from seq2seq.models.base import count_parameters
+from seq2seq.tokenization import EOS_ID, PAD_ID, Tokenizer
 from seq2seq.training.checkpoint import load_checkpoint, rng_state, save_checkpoint, set_rng_state
 from seq2seq.training.ema import EMA
 from seq2seq.training.loss import token_losses
