@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import math
 from dataclasses import dataclass
 
@@ -416,12 +415,6 @@ def real_variant(name: str) -> nn.Module:
     return build_model(configs[name], src_vocab_size=20, tgt_vocab_size=20).eval()
 
 
-@pytest.mark.skipif(
-    importlib.util.find_spec("seq2seq.models.vanilla") is None
-    or importlib.util.find_spec("seq2seq.models.rnn_attention") is None
-    or importlib.util.find_spec("seq2seq.models.transformer") is None,
-    reason="the model variants (seq2seq/models/{vanilla,rnn_attention,transformer}.py) are missing",
-)
 @pytest.mark.parametrize("name", ["vanilla", "bahdanau", "luong", "transformer"])
 def test_search_on_the_real_variants(name: str):
     model = real_variant(name)
