@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 ARGS ?=
 
-.PHONY: help train corpus test test-all compare prepare tensorboard benchmark lint clean
+.PHONY: help train corpus test test-slow test-all compare prepare tensorboard benchmark lint clean
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
@@ -26,10 +26,13 @@ train: $(VENV)/.installed  ## train the default model (bahdanau, Ding de->en); A
 corpus: $(VENV)/.installed  ## build (or reuse) the real default corpus and tokenizer
 	$(PY) -m seq2seq.prepare
 
-test: corpus  ## the whole test suite, offline once the corpus is built (slow trainings excluded)
+test: corpus  ## the fast tier of the offline test suite (builds the real corpus first)
 	SEQ2SEQ_REQUIRE_CORPUS=1 $(PY) -m pytest -q -m "not slow" $(ARGS)
 
-test-all: corpus  ## every test, the slow ones too
+test-slow: corpus  ## the second tier: learning smoke tests, DDP, compare and benchmark end to end
+	SEQ2SEQ_REQUIRE_CORPUS=1 $(PY) -m pytest -q -m slow $(ARGS)
+
+test-all: corpus  ## both tiers
 	SEQ2SEQ_REQUIRE_CORPUS=1 $(PY) -m pytest -q $(ARGS)
 
 prepare: $(VENV)/.installed  ## build (or reuse) the corpus and tokenizer and print their statistics

@@ -35,6 +35,7 @@ def test_padded_share_counts_eos_and_rounding(benchmark) -> None:
     assert benchmark.padded_share([[0, 1]], [2, 4], [1, 1], 8) == pytest.approx(1 - 12 / 32)
 
 
+@pytest.mark.slow
 def test_benchmark_measures_a_variant_and_writes_json(benchmark, tmp_path: Path) -> None:
     out = tmp_path / "bench.json"
     overrides = [

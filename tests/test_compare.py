@@ -5,10 +5,13 @@ from __future__ import annotations
 import csv
 from pathlib import Path
 
+import pytest
+
 from seq2seq.compare import COLUMNS, main
 from tests.tiny import QUICK_TRAINER, corpus_overrides
 
 
+@pytest.mark.slow
 def test_compare_writes_the_report(tmp_path: Path) -> None:
     out = tmp_path / "results"
     main([

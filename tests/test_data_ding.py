@@ -261,7 +261,7 @@ def test_make_test_builds_the_real_corpus_first() -> None:
     """`make test`, the README's command and CI's, runs the canonical counts test: it builds
     the real corpus before the suite and tells the test not to skip without it."""
     rules = make_rules()
-    for target in ("test", "test-all"):
+    for target in ("test", "test-slow", "test-all"):
         prerequisites, recipe = rules[target]
         builds = [rules[p][1] for p in prerequisites
                   if any("-m seq2seq.prepare" in line for line in rules.get(p, ([], []))[1])]
@@ -270,4 +270,4 @@ def test_make_test_builds_the_real_corpus_first() -> None:
         assert any(f"{REQUIRE_CORPUS}=1" in line and "pytest" in line for line in recipe)
     ci = ROOT / ".ci" / "run"
     commands = [line for line in ci.read_text().splitlines() if line.startswith("make ")]
-    assert commands == ["make test", "make lint"]
+    assert commands == ["make test", "make test-slow", "make lint"]  # both tiers

@@ -17,6 +17,8 @@ from seq2seq.training.checkpoint import load_checkpoint
 from seq2seq.training.loop import train
 from tests.tiny import tiny_config
 
+pytestmark = pytest.mark.slow  # starts torchrun process groups: the second tier
+
 ROOT = Path(__file__).resolve().parents[1]
 TORCHRUN = Path(sys.executable).parent / "torchrun"
 COMMON = ["trainer.max_steps=4", "trainer.log_every=1", "trainer.eval_every=1000",

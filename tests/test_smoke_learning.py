@@ -18,6 +18,8 @@ from seq2seq.models.transformer import Transformer
 from seq2seq.models.vanilla import VanillaSeq2Seq
 from seq2seq.tokenization import BOS_ID, EOS_ID, PAD_ID
 
+pytestmark = pytest.mark.slow  # hundreds of updates per variant: the second tier
+
 ALPHABET = 20
 VOCAB = 4 + ALPHABET
 MIN_LEN = 3
