@@ -201,8 +201,8 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
     from seq2seq.corpus import prepare_data
     from seq2seq.errors import UserError
     from seq2seq.evaluation.evaluator import decode_ids
+    from seq2seq.runtime import setup_runtime
     from seq2seq.training.loop import Trainer, decode_settings
-    from seq2seq.training.runtime import setup_runtime
 
     variant = args.worker
     with tempfile.TemporaryDirectory(prefix="benchmark-") as tmp:

@@ -18,14 +18,14 @@ from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 from torch import nn
 
+from seq2seq.checkpoint import load_checkpoint
 from seq2seq.config import Config
 from seq2seq.errors import UserError
 from seq2seq.evaluation.evaluator import DecodeSettings
 from seq2seq.models import build_model
+from seq2seq.runtime import pick_device
 from seq2seq.tokenization import Tokenizer
-from seq2seq.training.checkpoint import load_checkpoint
 from seq2seq.training.loop import decode_settings
-from seq2seq.training.runtime import pick_device
 
 
 @dataclass

@@ -15,8 +15,8 @@ from pathlib import Path
 import torch
 from omegaconf import OmegaConf
 
+from seq2seq.runtime import setup_runtime, teardown
 from seq2seq.training.loop import Trainer, find_resume_checkpoint, prepare_on_every_rank
-from seq2seq.training.runtime import setup_runtime, teardown
 
 
 def digest(tensor: torch.Tensor) -> str:

@@ -13,7 +13,7 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-from seq2seq.training.checkpoint import load_checkpoint
+from seq2seq.checkpoint import load_checkpoint
 from seq2seq.training.loop import train
 from tests.tiny import tiny_config
 

@@ -8,8 +8,8 @@ import pytest
 import torch
 from torch import nn
 
+from seq2seq.checkpoint import load_checkpoint
 from seq2seq.evaluate import evaluate
-from seq2seq.training.checkpoint import load_checkpoint
 from seq2seq.training.ema import EMA
 from seq2seq.training.loop import train
 from tests.tiny import tiny_config

@@ -16,6 +16,7 @@ from hydra import compose, initialize_config_dir
 from hydra.errors import ConfigCompositionException
 from omegaconf import OmegaConf
 
+from seq2seq.checkpoint import load_checkpoint, save_checkpoint
 from seq2seq.config import register_configs
 from seq2seq.corpus import encode_split
 from seq2seq.errors import UserError
@@ -23,7 +24,6 @@ from seq2seq.evaluation.evaluator import DecodeSettings, evaluate_split
 from seq2seq.inference import load_for_inference
 from seq2seq.models import build_model
 from seq2seq.tokenization import Tokenizer
-from seq2seq.training.checkpoint import load_checkpoint, save_checkpoint
 from seq2seq.training.loop import train
 from seq2seq.translate import translate
 from tests.tiny import CONFIG_DIR, tiny_config

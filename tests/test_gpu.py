@@ -15,8 +15,8 @@ import torch
 
 from seq2seq.corpus import prepare_data
 from seq2seq.models.transformer import MultiHeadAttention, Transformer
+from seq2seq.runtime import setup_runtime
 from seq2seq.training.loop import Trainer
-from seq2seq.training.runtime import setup_runtime
 from tests.tiny import tiny_config
 
 DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)]

@@ -7,11 +7,11 @@ import sys
 
 import pytest
 
-from seq2seq.training.runtime import pick_precision
+from seq2seq.runtime import pick_precision
 
 PROBE = """
 import sys, torch
-from seq2seq.training.runtime import keep_freed_memory
+from seq2seq.runtime import keep_freed_memory
 applied = keep_freed_memory() if sys.argv[1] == "keep" else False
 def rss_mib():
     with open("/proc/self/statm") as f:

@@ -17,14 +17,14 @@ import torch
 from omegaconf import OmegaConf
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
+from seq2seq import checkpoint as ckpt_module
+from seq2seq.checkpoint import load_checkpoint, save_checkpoint
 from seq2seq.corpus import prepare_data
 from seq2seq.errors import UserError
+from seq2seq.runtime import setup_runtime
 from seq2seq.train import main as train_entry_point
-from seq2seq.training import checkpoint as ckpt_module
 from seq2seq.training import loop as loop_module
-from seq2seq.training.checkpoint import load_checkpoint, save_checkpoint
 from seq2seq.training.loop import Trainer, train
-from seq2seq.training.runtime import setup_runtime
 from tests.tiny import tiny_config
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -212,8 +212,8 @@ def test_compiled_training_handles_the_varying_batch_shapes(tmp_path: Path) -> N
 
 def test_subword_sampling_segments_each_epoch_anew(tmp_path: Path) -> None:
     from seq2seq.corpus import prepare_data
+    from seq2seq.runtime import setup_runtime
     from seq2seq.training.loop import Trainer
-    from seq2seq.training.runtime import setup_runtime
 
     cfg = tiny_config(tmp_path, "trainer.subword_alpha=0.3")
     t = cfg.trainer

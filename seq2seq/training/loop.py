@@ -31,6 +31,7 @@ from torch.utils.data import DataLoader
 from torch.utils.tensorboard import SummaryWriter
 from tqdm import tqdm
 
+from seq2seq.checkpoint import load_checkpoint, rng_state, save_checkpoint, set_rng_state
 from seq2seq.corpus import (
     EncodedSplit,
     PreparedData,
@@ -43,12 +44,7 @@ from seq2seq.errors import UserError
 from seq2seq.evaluation.evaluator import DecodeSettings, decode_ids, eval_mode, evaluate_split
 from seq2seq.models import build_model
 from seq2seq.models.base import count_parameters
-from seq2seq.tokenization import EOS_ID, PAD_ID, Tokenizer
-from seq2seq.training.checkpoint import load_checkpoint, rng_state, save_checkpoint, set_rng_state
-from seq2seq.training.ema import EMA
-from seq2seq.training.loss import token_losses
-from seq2seq.training.optim import Plateau, build_optimizer, learning_rate
-from seq2seq.training.runtime import (
+from seq2seq.runtime import (
     Runtime,
     all_reduce_sum,
     dropout_seed,
@@ -57,6 +53,10 @@ from seq2seq.training.runtime import (
     setup_runtime,
     teardown,
 )
+from seq2seq.tokenization import EOS_ID, PAD_ID, Tokenizer
+from seq2seq.training.ema import EMA
+from seq2seq.training.loss import token_losses
+from seq2seq.training.optim import Plateau, build_optimizer, learning_rate
 from seq2seq.visualization import attention_heatmap, head_grid
 
 
