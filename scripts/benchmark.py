@@ -6,7 +6,7 @@
 Every variant is measured in a fresh process (so peak memory is its own) with the real code:
 the config is composed from configs/ like `python -m seq2seq.train` would, the real
 `Trainer.train_step` runs on real Ding batches from `Trainer.epoch_batches`, and the Ding test
-split is decoded with `evaluator.decode_ids`, greedy and with beam 5.
+split is decoded with `decode_and_score.decode_ids`, greedy and with beam 5.
 
 Presets (sizes; the data is always the offline Ding corpus):
 - peer: the sizes of ../shared/PEERS.md on Ding en->de (experiment=peer_rnn, peer_transformer;
@@ -199,10 +199,11 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
     import torch
 
     from seq2seq.corpus import prepare_data
+    from seq2seq.decoding import decode_settings
     from seq2seq.errors import UserError
-    from seq2seq.evaluation.evaluator import decode_ids
+    from seq2seq.evaluation.decode_and_score import decode_ids
     from seq2seq.runtime import setup_runtime
-    from seq2seq.training.loop import Trainer, decode_settings
+    from seq2seq.training.loop import Trainer
 
     variant = args.worker
     with tempfile.TemporaryDirectory(prefix="benchmark-") as tmp:
@@ -272,7 +273,7 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
             torch.cuda.reset_peak_memory_stats(rt.device)
         decode: dict[str, dict[str, float]] = {}
         for name, beam in (("greedy", 1), ("beam5", 5)):
-            settings = decode_settings(cfg, beam)
+            settings = decode_settings(cfg.decoding, beam)
             seconds, lengths = [], []
             for _ in range(args.repeats):
                 start = time.perf_counter()

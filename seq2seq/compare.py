@@ -22,8 +22,9 @@ from omegaconf import DictConfig
 
 from seq2seq.config import register_configs
 from seq2seq.corpus import encode_split
+from seq2seq.decoding import DecodeSettings
 from seq2seq.errors import exit_on_user_error
-from seq2seq.evaluation.evaluator import DecodeSettings, decode_ids, evaluate_split
+from seq2seq.evaluation.decode_and_score import decode_and_score, decode_ids
 from seq2seq.evaluation.focus import copied_word_weights
 from seq2seq.evaluation.metrics import bleu_by_length
 from seq2seq.inference import load_for_inference
@@ -76,7 +77,7 @@ def study_variant(variant: str, run_dir: Path, metrics: dict[str, Any]) -> dict[
     test = encode_split(loaded.tokenizer, corpus["test"]["src"], corpus["test"]["tgt"],
                         cfg.tokenizer.max_src_len, cfg.tokenizer.max_tgt_len)
     d = cfg.decoding
-    greedy = evaluate_split(
+    greedy = decode_and_score(
         loaded.model, loaded.tokenizer, test,
         DecodeSettings(1, d.length_penalty, d.max_len_a, d.max_len_b, 1, d.batch_size),
         torch.device("cpu"), with_focus=False, bleu_tokenize=cfg.data.bleu_tokenize,

@@ -22,11 +22,38 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
+from omegaconf import DictConfig
 from torch import Tensor, nn
 
 from seq2seq.errors import UserError
 from seq2seq.models.base import Seq2SeqModel
 from seq2seq.tokenization import BOS_ID, EOS_ID, PAD_ID
+
+
+@dataclass(frozen=True)
+class DecodeSettings:
+    """How to search: beam size (1 is greedy), length penalty, length limit
+    `max_len_a * src_len + max_len_b`, hypotheses kept per sentence, sentences per batch."""
+
+    beam_size: int = 5
+    length_penalty: float = 1.0
+    max_len_a: float = 1.5
+    max_len_b: int = 10
+    nbest: int = 1
+    batch_size: int = 64
+
+
+def decode_settings(decoding: DictConfig, beam_size: int) -> DecodeSettings:
+    """The settings of a `decoding` config group with the given beam size and one hypothesis
+    per sentence (validation, the final test, evaluate and translate all start from here)."""
+    return DecodeSettings(
+        beam_size=beam_size,
+        length_penalty=decoding.length_penalty,
+        max_len_a=decoding.max_len_a,
+        max_len_b=decoding.max_len_b,
+        nbest=1,
+        batch_size=decoding.batch_size,
+    )
 
 
 @dataclass

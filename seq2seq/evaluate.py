@@ -1,7 +1,7 @@
 """`python -m seq2seq.evaluate ckpt=PATH [split=test] [beam_size=K]`: score a checkpoint.
 
 Decodes a split of the corpus the checkpoint was trained on, with its tokenizer and decoding
-settings, through the same `evaluate_split` the training loop uses, so the test BLEU of a run
+settings, through the same `decode_and_score` the training loop uses, so the test BLEU of a run
 is reproduced exactly. Prints BLEU and chrF with their sacrebleu signatures and the attention
 focus; writes the hypotheses and a metrics JSON next to the run (or where `output` says).
 """
@@ -20,7 +20,7 @@ from seq2seq.config import register_configs
 from seq2seq.corpus import SPLITS, encode_split
 from seq2seq.data import load_corpus
 from seq2seq.errors import UserError, exit_on_user_error
-from seq2seq.evaluation.evaluator import evaluate_split
+from seq2seq.evaluation.decode_and_score import decode_and_score
 from seq2seq.evaluation.metrics import bleu_by_length
 from seq2seq.inference import load_for_inference, resolve_device, search_settings
 from seq2seq.models.base import count_parameters
@@ -77,7 +77,7 @@ def evaluate(
         cfg.tokenizer.max_tgt_len,
     )
     start = time.monotonic()
-    result = evaluate_split(
+    result = decode_and_score(
         loaded.model, loaded.tokenizer, encoded, settings, loaded.device,
         bleu_tokenize=cfg.data.bleu_tokenize,
     )

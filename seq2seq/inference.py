@@ -20,12 +20,11 @@ from torch import nn
 
 from seq2seq.checkpoint import load_checkpoint
 from seq2seq.config import Config
+from seq2seq.decoding import DecodeSettings, decode_settings
 from seq2seq.errors import UserError
-from seq2seq.evaluation.evaluator import DecodeSettings
 from seq2seq.models import build_model
 from seq2seq.runtime import pick_device
 from seq2seq.tokenization import Tokenizer
-from seq2seq.training.loop import decode_settings
 
 
 @dataclass
@@ -155,4 +154,4 @@ def search_settings(
             raise UserError(f"{name}={value}: must be at least 1")
     if nbest > beam:
         raise UserError(f"nbest={nbest} needs beam_size >= {nbest} (beam_size is {beam})")
-    return replace(decode_settings(cfg, beam), batch_size=batch, nbest=nbest)
+    return replace(decode_settings(cfg.decoding, beam), batch_size=batch, nbest=nbest)

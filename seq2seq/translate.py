@@ -24,8 +24,9 @@ from omegaconf import DictConfig, OmegaConf
 from torch import Tensor
 
 from seq2seq.config import register_configs
+from seq2seq.decoding import DecodeSettings
 from seq2seq.errors import UserError, exit_on_user_error
-from seq2seq.evaluation.evaluator import DecodeSettings, decode_ids
+from seq2seq.evaluation.decode_and_score import decode_ids
 from seq2seq.inference import Loaded, load_for_inference, resolve_device, search_settings
 from seq2seq.tokenization import EOS_ID
 from seq2seq.visualization import attention_heatmap, figure_to_png

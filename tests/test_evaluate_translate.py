@@ -19,8 +19,9 @@ from omegaconf import OmegaConf
 from seq2seq.checkpoint import load_checkpoint, save_checkpoint
 from seq2seq.config import register_configs
 from seq2seq.corpus import encode_split
+from seq2seq.decoding import DecodeSettings
 from seq2seq.errors import UserError
-from seq2seq.evaluation.evaluator import DecodeSettings, evaluate_split
+from seq2seq.evaluation.decode_and_score import decode_and_score
 from seq2seq.inference import load_for_inference
 from seq2seq.models import build_model
 from seq2seq.tokenization import Tokenizer
@@ -246,8 +247,8 @@ def test_evaluation_runs_the_model_in_eval_mode(transformer_run: Path) -> None:
     split = encode_split(loaded.tokenizer, SOURCES, REFERENCES, 256, 256)
     settings = DecodeSettings(beam_size=2)
     loaded.model.train()
-    first = evaluate_split(loaded.model, loaded.tokenizer, split, settings, loaded.device)
-    second = evaluate_split(loaded.model, loaded.tokenizer, split, settings, loaded.device)
+    first = decode_and_score(loaded.model, loaded.tokenizer, split, settings, loaded.device)
+    second = decode_and_score(loaded.model, loaded.tokenizer, split, settings, loaded.device)
     assert loaded.model.training
     assert first.focus["heads"]["best_head"]["n_words"] > 0
     assert first.focus["heads"] == second.focus["heads"]

@@ -1,1 +1,2 @@
-"""Scoring: sacrebleu BLEU and chrF (`metrics`), and the attention focus metric (`focus`)."""
+"""Scoring: sacrebleu BLEU and chrF (`metrics`), the attention focus metric (`focus`), and
+`decode_and_score`, which decodes a split with a model and scores it with both."""

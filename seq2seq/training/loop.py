@@ -40,8 +40,9 @@ from seq2seq.corpus import (
     prepare_data,
 )
 from seq2seq.data.batching import Batch, collate, padding_fraction, token_batches
+from seq2seq.decoding import decode_settings
 from seq2seq.errors import UserError
-from seq2seq.evaluation.evaluator import DecodeSettings, decode_ids, eval_mode, evaluate_split
+from seq2seq.evaluation.decode_and_score import decode_and_score, decode_ids, eval_mode
 from seq2seq.models import build_model
 from seq2seq.models.base import count_parameters
 from seq2seq.runtime import (
@@ -105,18 +106,6 @@ class StopSignal:
     def __exit__(self, *exc: object) -> None:
         for sig, handler in self._previous.items():
             signal.signal(sig, handler)
-
-
-def decode_settings(cfg: DictConfig, beam_size: int) -> DecodeSettings:
-    d = cfg.decoding
-    return DecodeSettings(
-        beam_size=beam_size,
-        length_penalty=d.length_penalty,
-        max_len_a=d.max_len_a,
-        max_len_b=d.max_len_b,
-        nbest=1,
-        batch_size=d.batch_size,
-    )
 
 
 def checkpoint_payload(
@@ -375,8 +364,8 @@ class Trainer:
         """Validation loss, BLEU, chrF, focus; probe heatmaps and samples to TensorBoard."""
         t, step = self.cfg.trainer, self.progress.step
         loss = self.validation_loss()
-        settings = decode_settings(self.cfg, self.cfg.decoding.valid_beam_size)
-        result = evaluate_split(
+        settings = decode_settings(self.cfg.decoding, self.cfg.decoding.valid_beam_size)
+        result = decode_and_score(
             self.eval_model, self.data.tokenizer, self.data.splits["validation"], settings,
             self.rt.device, max_sentences=t.eval_max_sentences,
             bleu_tokenize=self.cfg.data.bleu_tokenize,
@@ -420,7 +409,8 @@ class Trainer:
         tok = self.data.tokenizer
         split = encode_split(tok, probe, [""] * len(probe), 10_000, 10_000)
         model = self.eval_model
-        hyps = decode_ids(model, split.src_ids, decode_settings(self.cfg, 1), self.rt.device)
+        settings = decode_settings(self.cfg.decoding, 1)
+        hyps = decode_ids(model, split.src_ids, settings, self.rt.device)
         eos = tok.tgt_pieces([EOS_ID])[0]
         cross_attention = getattr(model, "cross_attention", None)
         for i, (src_ids, nbest) in enumerate(zip(split.src_ids, hyps, strict=True)):
@@ -652,9 +642,9 @@ def final_test(trainer: Trainer, cfg: DictConfig) -> dict[str, Any]:
     if best.is_file():
         trainer.model.load_state_dict(load_checkpoint(best)["model"])
         model, scored = trainer.model, str(best)
-    settings = decode_settings(cfg, cfg.decoding.beam_size)
+    settings = decode_settings(cfg.decoding, cfg.decoding.beam_size)
     start = time.monotonic()
-    result = evaluate_split(model, trainer.data.tokenizer, trainer.data.splits["test"],
+    result = decode_and_score(model, trainer.data.tokenizer, trainer.data.splits["test"],
                             settings, trainer.rt.device, bleu_tokenize=cfg.data.bleu_tokenize)
     seconds = time.monotonic() - start
     (trainer.run_dir / "test.hyp").write_text("\n".join(result.hypotheses) + "\n",

@@ -1,5 +1,6 @@
-"""Decode a split with any model and score it: the one path used by training, evaluate and
-translate, so a checkpoint's BLEU is the same wherever it is measured."""
+"""Decode a split with any model and score it: the one path used by training (validation and
+the final test), `python -m seq2seq.evaluate` and translate, so a checkpoint's BLEU is the same
+wherever it is measured."""
 
 from __future__ import annotations
 
@@ -13,20 +14,10 @@ from torch import nn
 
 from seq2seq.corpus import EncodedSplit
 from seq2seq.data.batching import collate
-from seq2seq.decoding import Hypothesis, translate_batches
+from seq2seq.decoding import DecodeSettings, Hypothesis, translate_batches
 from seq2seq.evaluation.focus import focus_metric, transformer_focus
 from seq2seq.evaluation.metrics import Scores, score
 from seq2seq.tokenization import EOS_ID, Tokenizer
-
-
-@dataclass(frozen=True)
-class DecodeSettings:
-    beam_size: int = 5
-    length_penalty: float = 1.0
-    max_len_a: float = 1.5
-    max_len_b: int = 10
-    nbest: int = 1
-    batch_size: int = 64
 
 
 @dataclass
@@ -116,7 +107,7 @@ def split_focus(
     return result
 
 
-def evaluate_split(
+def decode_and_score(
     model: nn.Module,
     tokenizer: Tokenizer,
     split: EncodedSplit,
