@@ -9,6 +9,7 @@ text: a hypothesis is detokenized exactly.
 
 from __future__ import annotations
 
+import bisect
 import hashlib
 import json
 import os
@@ -112,6 +113,16 @@ class Tokenizer:
     def tgt_pieces(self, ids: Sequence[int]) -> list[str]:
         """The target pieces of ids."""
         return [self._tgt.id_to_piece(int(i)) for i in ids]
+
+    def src_spans(self, texts: list[str]) -> list[list[tuple[int, int]]]:
+        """Per text, the (start, end) character offsets of its source pieces (`encode_src`)."""
+        return [_char_spans(text, proto) for text, proto in
+                zip(texts, self._src.encode(list(texts), out_type="proto"), strict=True)]
+
+    def tgt_spans(self, texts: list[str]) -> list[list[tuple[int, int]]]:
+        """Per text, the (start, end) character offsets of its target pieces (`encode_tgt`)."""
+        return [_char_spans(text, proto) for text, proto in
+                zip(texts, self._tgt.encode(list(texts), out_type="proto"), strict=True)]
 
     def _files(self) -> dict[str, str]:
         if self.joint:
@@ -332,3 +343,13 @@ def _train(
             f"{name} training text: {str(err).strip().splitlines()[-1]}"
         ) from None
     return (work / f"{name}.model").read_bytes()
+
+
+def _char_spans(text: str, proto: object) -> list[tuple[int, int]]:
+    """The pieces of a sentencepiece proto as character offsets into `text` (the proto counts
+    UTF-8 bytes; a byte-fallback piece that ends inside a character has zero width)."""
+    starts = [0]  # byte offset of each character, and of the end
+    for char in text:
+        starts.append(starts[-1] + len(char.encode("utf-8")))
+    return [(bisect.bisect_left(starts, piece.begin), bisect.bisect_left(starts, piece.end))
+            for piece in proto.pieces]  # type: ignore[attr-defined]

@@ -1,0 +1,149 @@
+"""Reference word alignments for the attention metric: eflomal links, cached per corpus.
+
+Words are the tokens of `WORD`: runs of letters and digits, and every other non-space character
+on its own, so "Laden." is the two words "Laden" and ".". eflomal (Östling & Tiedemann 2016)
+aligns the source and target words of every split of a corpus in one run, in both directions;
+the links both directions agree on are sure, those of either are possible (Och & Ney 2003).
+eflomal samples with a generator it seeds from the clock, so the links are computed once per
+corpus and word tokenization and cached: every model of a corpus is scored on the same links.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import subprocess
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+WORD = re.compile(r"\w+|[^\w\s]")
+ALIGNMENT_VERSION = 1  # bump when WORD or the aligner's settings change
+
+
+def word_spans(text: str) -> list[tuple[int, int]]:
+    """The (start, end) character offsets of the words of `text`."""
+    return [match.span() for match in WORD.finditer(text)]
+
+
+def words(text: str) -> list[str]:
+    return WORD.findall(text)
+
+
+@dataclass(frozen=True)
+class Links:
+    """Reference links of one sentence pair, as (source word, target word) index pairs."""
+
+    sure: frozenset[tuple[int, int]]  # both directions agree
+    possible: frozenset[tuple[int, int]]  # either direction; holds every sure link
+
+
+class AlignerUnavailable(RuntimeError):
+    """eflomal is not installed or failed; the metric is then reported as unavailable."""
+
+
+def parse_links(line: str) -> frozenset[tuple[int, int]]:
+    """One line of a Pharaoh links file: "i-j ..." with i a source and j a target word."""
+    return frozenset((int(i), int(j)) for i, j in (link.split("-") for link in line.split()))
+
+
+def symmetrize(forward: list[str], reverse: list[str]) -> list[Links]:
+    """Sure = both directions' links, possible = either's, from the two directions' lines."""
+    links = []
+    for f, r in zip(forward, reverse, strict=True):
+        f_links, r_links = parse_links(f), parse_links(r)
+        links.append(Links(f_links & r_links, f_links | r_links))
+    return links
+
+
+def run_eflomal(src: list[str], tgt: list[str]) -> tuple[list[str], list[str]]:
+    """Align whitespace-tokenized sentence pairs; the forward and reverse links, one line each.
+
+    Raises:
+        AlignerUnavailable: eflomal is missing, or its binary failed.
+    """
+    try:
+        from eflomal import Aligner  # optional: `pip install eflomal` builds it with a C compiler
+    except ImportError:
+        raise AlignerUnavailable("the eflomal package is not installed (pip install eflomal)") \
+            from None
+    with tempfile.TemporaryDirectory(prefix="eflomal-") as tmp:
+        fwd, rev = Path(tmp) / "fwd", Path(tmp) / "rev"
+        try:
+            Aligner().align(src, tgt, links_filename_fwd=str(fwd), links_filename_rev=str(rev),
+                            quiet=True)
+            return fwd.read_text().splitlines(), rev.read_text().splitlines()
+        except (OSError, ValueError, subprocess.CalledProcessError) as err:
+            raise AlignerUnavailable(f"eflomal failed: {err}") from None
+
+
+def align_pairs(src: list[str], tgt: list[str]) -> list[Links]:
+    """Links of every pair; a pair with no word on a side has none (eflomal is not asked)."""
+    src_words, tgt_words = [words(s) for s in src], [words(t) for t in tgt]
+    keep = [i for i, (s, t) in enumerate(zip(src_words, tgt_words, strict=True)) if s and t]
+    forward, reverse = run_eflomal([" ".join(src_words[i]) for i in keep],
+                                   [" ".join(tgt_words[i]) for i in keep])
+    if len(forward) != len(keep) or len(reverse) != len(keep):
+        raise AlignerUnavailable(f"eflomal wrote {len(forward)} lines for {len(keep)} pairs")
+    links = [Links(frozenset(), frozenset())] * len(src)
+    for i, pair_links in zip(keep, symmetrize(forward, reverse), strict=True):
+        links[i] = pair_links
+    return links
+
+
+def reference_links(
+    splits: dict[str, tuple[list[str], list[str]]], cache_root: Path, verbose: bool = True
+) -> dict[str, list[Links]] | None:
+    """The reference links of every split, aligned together (the training split gives eflomal
+    the statistics the small evaluated splits lack) and cached under `cache_root`.
+
+    Args:
+        splits: split name -> (source texts, target texts).
+        cache_root: the corpus's alignment folder, e.g. data/alignments/<corpus name>.
+        verbose: print what was aligned or reused.
+
+    Returns:
+        split name -> one `Links` per pair; None (after one line saying why) when eflomal is not
+        available, so that training goes on without the metric.
+    """
+    digest = hashlib.sha256(f"v{ALIGNMENT_VERSION}".encode())
+    for name in sorted(splits):
+        for side in splits[name]:
+            digest.update(name.encode())
+            digest.update("\n".join(side).encode())
+    folder = cache_root / digest.hexdigest()[:16]
+    files = {name: (folder / f"{name}.sure", folder / f"{name}.possible") for name in splits}
+    if all(sure.is_file() and possible.is_file() for sure, possible in files.values()):
+        if verbose:
+            print(f"reusing word alignments {folder}")
+        return {name: read_links(*paths) for name, paths in files.items()}
+    names = sorted(splits)
+    src = [text for name in names for text in splits[name][0]]
+    tgt = [text for name in names for text in splits[name][1]]
+    try:
+        links = align_pairs(src, tgt)
+    except AlignerUnavailable as err:
+        print(f"attention alignment (AER): unavailable: {err}")
+        return None
+    result, start = {}, 0
+    folder.mkdir(parents=True, exist_ok=True)
+    for name in names:
+        result[name] = links[start:start + len(splits[name][0])]
+        start += len(splits[name][0])
+        write_links(result[name], *files[name])
+    if verbose:
+        print(f"aligned {len(src):,} sentence pairs with eflomal into {folder}")
+    return result
+
+
+def write_links(links: list[Links], sure_path: Path, possible_path: Path) -> None:
+    for path, attr in ((sure_path, "sure"), (possible_path, "possible")):
+        lines = (" ".join(f"{i}-{j}" for i, j in sorted(getattr(pair, attr))) for pair in links)
+        tmp = path.with_suffix(path.suffix + ".tmp")
+        tmp.write_text("".join(line + "\n" for line in lines))
+        tmp.replace(path)
+
+
+def read_links(sure_path: Path, possible_path: Path) -> list[Links]:
+    sure, possible = sure_path.read_text().splitlines(), possible_path.read_text().splitlines()
+    return [Links(parse_links(s), parse_links(p)) for s, p in zip(sure, possible, strict=True)]

@@ -1,0 +1,155 @@
+"""The attention-alignment metric on hand-made matrices and links, and the eflomal reference
+links on a real (tiny) corpus."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from seq2seq.evaluation.aer import (
+    Counts,
+    WordPair,
+    diagonal,
+    hard_alignment,
+    piece_words,
+    sentence_counts,
+    word_attention,
+)
+from seq2seq.evaluation.alignment import Links, reference_links, symmetrize, word_spans, words
+from tests.tiny import pairs
+
+EOS = -1  # a readable name for the last column of a word-attention matrix
+
+
+def links(sure: set[tuple[int, int]], possible: set[tuple[int, int]] = frozenset()) -> Links:
+    return Links(frozenset(sure), frozenset(sure) | frozenset(possible))
+
+
+def test_words_split_punctuation_from_words() -> None:
+    assert words("Jane ging in den Laden.") == ["Jane", "ging", "in", "den", "Laden", "."]
+    assert words("aunt’s 3.5 km!") == ["aunt", "’", "s", "3", ".", "5", "km", "!"]
+    assert word_spans("Hi, you") == [(0, 2), (2, 3), (4, 7)]
+
+
+def test_aer_formula() -> None:
+    """S = {(0,0), (1,2)}, P = S + {(2,1)}; the model links target 0 -> source 0 and target 1
+    -> source 2: A = {(0,0), (2,1)}, so AER = 1 - (|A∩S| + |A∩P|) / (|A| + |S|) = 1 - 3/4."""
+    pair_links = links({(0, 0), (1, 2)}, {(2, 1)})
+    counts = sentence_counts(torch.tensor([0, 2, -1]), pair_links, ["a", "b", "c"],
+                             ["x", "y", "z"])
+    assert (counts.links, counts.sure, counts.links_sure, counts.links_possible) == (2, 2, 1, 2)
+    assert counts.summary()["aer"] == pytest.approx(0.25)
+    assert counts.summary()["sure_accuracy"] == pytest.approx(1 / 2)  # target 2 missed source 1
+    # a second sentence: A = S = {(1,0)}; the counts add up over the split
+    total = Counts()
+    total += counts
+    total += sentence_counts(torch.tensor([1]), links({(1, 0)}), ["a", "b"], ["u"])
+    assert total.summary()["aer"] == pytest.approx(1 - (2 + 3) / (3 + 3))
+    assert total.summary()["sure_accuracy"] == pytest.approx(2 / 3)
+
+
+def test_pieces_map_to_words_by_character_offsets() -> None:
+    """'Jane ging in den Laden.' as pieces Ja|ne|_ging|_in|_den|_La|den.| where the last piece
+    'den.' spans a word and the punctuation after it."""
+    text = "Jane ging in den Laden."
+    pieces = [(0, 2), (2, 4), (4, 9), (9, 12), (12, 16), (16, 19), (19, 23)]
+    assert [text[a:b] for a, b in pieces][-1] == "den."
+    assert piece_words(pieces, word_spans(text)) == [[0], [0], [1], [2], [3], [4], [4, 5]]
+    assert piece_words([(0, 0), (4, 5)], word_spans(text)) == [[0], []]  # zero width; a space
+
+
+def test_word_attention_means_target_pieces_and_sums_source_pieces() -> None:
+    # source words: w0 = pieces 0+1, w1 = piece 2, piece 3 shared by w1 and w2; then EOS
+    src_map = [[0], [0], [1], [1, 2]]
+    # target words: v0 = pieces 0+1, v1 = piece 2; the EOS row is dropped
+    tgt_map = [[0], [0], [1]]
+    attn = torch.tensor([
+        [0.5, 0.2, 0.1, 0.2, 0.0],
+        [0.3, 0.3, 0.2, 0.0, 0.2],
+        [0.0, 0.0, 0.2, 0.4, 0.4],
+        [0.2, 0.2, 0.2, 0.2, 0.2],
+    ])  # (T=3+EOS, S=4+EOS)
+    w = word_attention(attn, src_map, tgt_map, n_src=3, n_tgt=2)
+    expected_v0 = torch.tensor([(0.7 + 0.6) / 2, (0.1 + 0.2 / 2 + 0.2 + 0.0) / 2,
+                                (0.2 / 2 + 0.0) / 2, (0.0 + 0.2) / 2])
+    torch.testing.assert_close(w[0], expected_v0)
+    torch.testing.assert_close(w[1], torch.tensor([0.0, 0.4, 0.2, 0.4]))
+    torch.testing.assert_close(w.sum(-1), torch.ones(2))  # mass is kept
+    # leading (layer, head) dimensions pass through
+    assert word_attention(attn.expand(2, 3, 4, 5), src_map, tgt_map, 3, 2).shape == (2, 3, 2, 4)
+
+
+def test_eos_winning_the_argmax_links_nothing() -> None:
+    w = torch.tensor([[0.10, 0.05, 0.85],  # EOS wins although "Jane" has the most word mass
+                      [0.60, 0.30, 0.10]])
+    assert hard_alignment(w).tolist() == [-1, 0]
+    counts = sentence_counts(hard_alignment(w), links({(0, 0)}), ["Jane", "x"], ["Jane", "y"], w)
+    assert counts.copy_words == 1 and counts.copy_hits == 0
+    assert counts.copy_mass == pytest.approx(0.10)
+
+
+def test_uniform_attention_aligns_nothing() -> None:
+    uniform = torch.full((4, 5), 1 / 5)  # 4 target words, 4 source words + EOS
+    assert hard_alignment(uniform).tolist() == [-1, -1, -1, -1]
+    # pieces one per word, uniform over pieces and EOS: still a tie everywhere
+    pair = WordPair.of("Jane ging in den", "Jane went to the", [(0, 4), (4, 9), (9, 12),
+                       (12, 16)], [(0, 4), (4, 9), (9, 12), (12, 16)],
+                       links({(0, 0), (1, 1), (2, 2), (3, 3)}))
+    counts = pair.counts(pair.word_attention(torch.full((5, 5), 1 / 5)))
+    assert counts.links == 0 and counts.summary()["aer"] == 1.0
+    assert counts.sure_hits == 0 and counts.copy_hits == 0
+
+
+def test_the_two_baselines() -> None:
+    assert diagonal(4, 4).tolist() == [0, 1, 2, 3]
+    assert diagonal(3, 6).tolist() == [0, 2, 4]  # round(t * 6 / 3)
+    assert diagonal(4, 2).tolist() == [0, 1, 1, 1]  # round(0.5) = 1, round(1.5) = 2 -> 1
+    assert diagonal(4, 4, shift=1).tolist() == [1, 2, 3, -1]  # past the last word: no link
+    counts = sentence_counts(diagonal(4, 4), links({(0, 0), (1, 1), (3, 2), (2, 3)}),
+                             list("abcd"), list("wxyz"))
+    assert counts.summary()["aer"] == pytest.approx(1 - 4 / 8)
+    assert counts.summary(with_mass=False).keys() >= {"aer", "sure_accuracy", "copy_accuracy"}
+
+
+def test_copy_words_are_reference_words_equal_to_exactly_one_source_word() -> None:
+    src, tgt = ["Jane", "sah", "Jane", "in", "Bonn"], ["Jane", "saw", "in", "Bonn"]
+    counts = sentence_counts(torch.tensor([0, 1, 3, 4]), links(set()), src, tgt)
+    assert counts.copy_words == 2  # "in" and "Bonn"; "Jane" occurs twice in the source
+    assert counts.copy_hits == 2
+
+
+def test_symmetrized_links_are_intersection_and_union() -> None:
+    (pair,) = symmetrize(["0-0 1-2 2-1"], ["0-0 2-1 2-2"])
+    assert pair.sure == {(0, 0), (2, 1)}
+    assert pair.possible == {(0, 0), (1, 2), (2, 1), (2, 2)}
+
+
+def test_eflomal_aligns_a_real_corpus_and_the_links_are_cached(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    rows = pairs(300, seed=0)
+    splits = {"train": ([s for s, _ in rows[:280]], [t for _, t in rows[:280]]),
+              "test": ([s for s, _ in rows[280:]], [t for _, t in rows[280:]])}
+    found = reference_links(splits, tmp_path, verbose=False)
+    assert found is not None and len(found["test"]) == 20 and len(found["train"]) == 280
+    # names and places are learnt: "Jane ging in den Laden ." -> "Jane went to the store ."
+    sentence = splits["test"][0][0].split()[0]
+    names = [i for i, src in enumerate(splits["test"][0]) if src.split()[0] == sentence]
+    linked_names = sum((0, 0) in found["test"][i].sure for i in names)
+    assert linked_names >= 0.8 * len(names)
+    assert all(pair.sure <= pair.possible for pair in found["test"])
+    monkeypatch.setitem(sys.modules, "eflomal", None)  # reused from the cache, not re-run
+    assert reference_links(splits, tmp_path, verbose=False) == found
+
+
+def test_without_the_aligner_the_metric_is_unavailable_in_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setitem(sys.modules, "eflomal", None)  # as if it could not be built
+    assert reference_links({"test": (["Ja ."], ["Yes ."])}, tmp_path) is None
+    out = capsys.readouterr().out.strip().splitlines()
+    assert out == ["attention alignment (AER): unavailable: the eflomal package is not "
+                   "installed (pip install eflomal)"]
