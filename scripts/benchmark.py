@@ -4,9 +4,10 @@
     python scripts/benchmark.py --preset iwslt --device cuda --steps 50
 
 Every variant is measured in a fresh process (so peak memory is its own) with the real code:
-the config is composed from configs/ like `python -m seq2seq.train` would, the real
-`Trainer.train_step` runs on real Ding batches from `Trainer.epoch_batches`, and the Ding test
-split is decoded with `decode_and_score.decode_ids`, greedy and with beam 5.
+the config is composed from configs/ like `python -m seq2seq.train` would, the training parts
+are built by `build_parts` as for a run, the real `Update` runs on real Ding batches from
+`TrainBatches.epoch_batches`, and the Ding test split is decoded with `decode_ids`, greedy and
+with beam 5.
 
 Presets (sizes; the data is always the offline Ding corpus):
 - peer: the sizes of ../shared/PEERS.md on Ding en->de (experiment=peer_rnn, peer_transformer;
@@ -15,7 +16,7 @@ Presets (sizes; the data is always the offline Ding corpus):
 
 Figures:
 - train tokens/s: real target tokens (EOS included, padding excluded) per second of
-  `train_step` (collate and host-to-device copy included), after 2 warmup steps; the median
+  the update (collate and host-to-device copy included), after 2 warmup steps; the median
   over repeats, each repeat timing the same `--steps` batches, spread evenly over an epoch
   (the first batches alone can be unrepresentative: their tokens/s varies by 15%).
 - padding: the share of padded positions (source and target, `pad_to_multiple` rounding
@@ -47,19 +48,29 @@ ROOT = Path(__file__).resolve().parents[1]
 VARIANTS = ("vanilla", "bahdanau", "luong", "transformer")
 WARMUP_STEPS = 2
 
-# Config overrides per preset and variant (composed against configs/, like the CLI).
+# Config overrides per preset and variant (composed against configs/, like the CLI). Luong
+# takes the sizes and training of the preset's Bahdanau recipe, restated here: the recipes also
+# set Bahdanau's own keys (attn_dim, query_word), which a Luong config does not have.
 PRESETS: dict[str, dict[str, list[str]]] = {
     "peer": {
         "vanilla": ["data=ding_en_de", "model=vanilla", "tokenizer.vocab_size=8000",
                     "model.emb_dim=256", "model.hidden_size=256", "model.tie_embeddings=true"],
         "bahdanau": ["experiment=peer_rnn"],
-        "luong": ["experiment=peer_rnn", "model=luong"],
+        "luong": ["data=ding_en_de", "model=luong", "tokenizer.vocab_size=8000",
+                  "model.share_embeddings=false", "model.lexical=false", "trainer.ema_decay=null",
+                  "trainer.batch_tokens=4096", "trainer.max_time=600"],
         "transformer": ["experiment=peer_transformer"],
     },
     "iwslt": {
         "vanilla": ["experiment=iwslt2017_de_en_vanilla", "data=ding_de_en"],
         "bahdanau": ["experiment=iwslt2017_de_en_bahdanau", "data=ding_de_en"],
-        "luong": ["experiment=iwslt2017_de_en_bahdanau", "model=luong", "data=ding_de_en"],
+        "luong": ["data=ding_de_en", "model=luong", "tokenizer.vocab_size=10000",
+                  "model.emb_dim=512", "model.hidden_size=512", "model.dropout=0.3",
+                  "model.lexical=false", "model.share_embeddings=false",
+                  "model.tie_embeddings=false", "trainer.ema_decay=null",
+                  "trainer.batch_tokens=4096", "trainer.pad_to_multiple=8", "trainer.lr=1e-3",
+                  "trainer.max_time=null", "trainer.max_epochs=50", "trainer.eval_every=2000",
+                  "trainer.save_every=2000", "trainer.log_every=100", "trainer.patience=8"],
         "transformer": ["experiment=iwslt2017_de_en_transformer", "data=ding_de_en"],
     },
 }
@@ -158,10 +169,12 @@ def attention_flops(model_cfg: Any, rows: int, src_len: int, tgt_len: int) -> fl
             model_cfg.num_encoder_layers * src_len**2
             + model_cfg.num_decoder_layers * (tgt_len**2 + tgt_len * src_len)
         )
-    elif "score" in model_cfg:  # RNN with attention
+    elif "attn_dim" in model_cfg:  # Bahdanau: additive scores over 2H-wide states
+        memory = 2 * model_cfg.hidden_size
+        per_row = src_len * tgt_len * (2 * model_cfg.attn_dim + 2 * memory)
+    elif "score" in model_cfg:  # Luong: dot (states projected to H) or general scores
         memory = model_cfg.hidden_size * (1 if model_cfg.score == "dot" else 2)
-        score_width = model_cfg.attn_dim if model_cfg.score == "additive" else memory
-        per_row = src_len * tgt_len * (2 * score_width + 2 * memory)
+        per_row = src_len * tgt_len * 4 * memory  # scores and weighted sum, both K wide
     else:  # vanilla: no attention
         return 0.0
     return 3.0 * rows * per_row
@@ -202,8 +215,9 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
     from seq2seq.decoding import decode_settings
     from seq2seq.errors import UserError
     from seq2seq.evaluation.decode_and_score import decode_ids
+    from seq2seq.models.base import count_parameters
     from seq2seq.runtime import setup_runtime
-    from seq2seq.training.loop import Trainer
+    from seq2seq.training.setup import build_parts
 
     variant = args.worker
     with tempfile.TemporaryDirectory(prefix="benchmark-") as tmp:
@@ -217,17 +231,23 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
                 torch.cuda.synchronize(rt.device)
 
         data = prepare_data(cfg.data, cfg.tokenizer, verbose=False)
-        trainer = Trainer(cfg, rt, data, Path(tmp))
-        split = trainer.epoch_split(0)
-        epoch = trainer.epoch_batches(0)
+        parts = build_parts(cfg, rt, data, Path(tmp))
+        train_batches = parts.batches
+        split = train_batches.epoch_split(0)
+        epoch = train_batches.epoch_batches(0)
         batches = spread_batches(epoch, WARMUP_STEPS + args.steps)
 
         if cuda:
             torch.cuda.reset_peak_memory_stats(rt.device)
-        trainer.model.train()
+        parts.model.train()
+        updates = 0
+
         def step(indices: list[int]) -> torch.Tensor:
             """One update; returns its real target tokens as a device tensor (no sync)."""
-            return trainer.train_step([trainer.to_device(trainer.collate(split, indices))])[2]
+            nonlocal updates
+            updates += 1
+            batch = train_batches.to_device(train_batches.collate(split, indices))
+            return parts.update([batch], updates)[2]
 
         for indices in batches[:WARMUP_STEPS]:
             step(indices)
@@ -240,13 +260,13 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
             sync()
             rates.append(float(tokens) / (time.perf_counter() - start))
         train_peak = torch.cuda.max_memory_allocated(rt.device) / 2**20 if cuda else max_rss_mib()
-        trainer.optimizer.zero_grad(set_to_none=True)
+        parts.optimizer.zero_grad(set_to_none=True)
 
         # FLOPs of the timed batches, per real target token
-        param_flops = 6 * flop_parameters(trainer.model)
+        param_flops = 6 * flop_parameters(parts.model)
         flops = tgt_tokens = 0.0
         for indices in timed:
-            batch = trainer.collate(split, indices)
+            batch = train_batches.collate(split, indices)
             real = batch.num_tgt_tokens
             flops += param_flops * real + attention_flops(
                 cfg.model, batch.num_sentences, batch.src.size(1), batch.tgt_out.size(1)
@@ -255,7 +275,7 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
         flops_per_token = flops / max(tgt_tokens, 1)
         tokens_per_s = statistics.median(rates)
 
-        model, test = trainer.model, data.splits["test"]
+        model, test = parts.model, data.splits["test"]
         sources = test.src_text[: args.decode_sentences]
         src_ids = test.src_ids[: len(sources)]
         checkpoint = None
@@ -286,7 +306,7 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
                 "mean_hyp_len": sum(lengths) / max(len(lengths), 1),
             }
         decode_peak = torch.cuda.max_memory_allocated(rt.device) / 2**20 if cuda else None
-        trainer.writer.close()
+        parts.close()
 
         device_name = torch.cuda.get_device_name(rt.device) if cuda else "cpu"
         peak = peak_tflops(device_name, args.peak_tflops) if cuda else None
@@ -300,7 +320,7 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
             "precision": rt.precision,
             "threads": torch.get_num_threads(),
             "torch": torch.__version__,
-            "parameters": trainer.num_parameters,
+            "parameters": count_parameters(parts.model),
             "vocab_size": data.tokenizer.tgt_vocab_size,
             "batch_tokens": t.batch_tokens,
             "train_batches_per_epoch": len(epoch),

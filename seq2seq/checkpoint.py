@@ -3,6 +3,15 @@
 A checkpoint holds only tensors and plain containers, so it loads with
 `torch.load(weights_only=True)`: a file crafted to run code when unpickled is refused.
 Writes are atomic: a temporary file in the same folder, flushed, then renamed over the target.
+
+What training writes (`Checkpointer.save`):
+- "model": the weights evaluate and translate load: the average when training keeps one
+  (trainer.ema_decay), else the trained weights; "train_model": the trained weights when they
+  differ from "model" (else None), which a resumed run continues from;
+- "optimizer", "plateau", "scaler": their state dicts (scaler None without fp16 loss scaling);
+- "progress": `Progress` as a dict; "rng": the random state of every process, in rank order;
+- "config": the run's resolved config; "tokenizer": its tokenizer's identity;
+- "num_parameters" and "format_version".
 """
 
 from __future__ import annotations
@@ -10,16 +19,47 @@ from __future__ import annotations
 import os
 import pickle
 import random
+import shutil
 import tempfile
+import warnings
 import zipfile
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import torch
+from torch import nn
 
 from seq2seq.errors import UserError
+from seq2seq.models.base import count_parameters
+from seq2seq.runtime import Runtime, dropout_seed, gather_to_main, seed_everything
+from seq2seq.tokenization import Tokenizer
 
 FORMAT_VERSION = 1
+
+
+@dataclass
+class Progress:
+    """Everything that changes as training goes on; saved in every checkpoint."""
+
+    step: int = 0  # optimizer updates done
+    epoch: int = 0
+    position: int = 0  # batches of this epoch (on this rank) already consumed
+    elapsed: float = 0.0  # seconds of training before this process started
+    best_bleu: float = -1.0
+    evals_since_best: int = 0
+    bad_steps: int = 0  # updates dropped in a row (NaN/inf), as of the last log
+    skipped_updates: int = 0
+    history: list[dict[str, float]] = field(default_factory=list)  # one row per evaluation
+    losses: list[list[float]] = field(default_factory=list)  # [step, loss] at log intervals
+
+
+class Stateful(Protocol):
+    """What a checkpoint saves and restores: an optimizer, a scaler, a plateau schedule."""
+
+    def state_dict(self) -> dict[str, Any]: ...
+
+    def load_state_dict(self, state: dict[str, Any]) -> Any: ...
 
 
 def save_checkpoint(path: Path, payload: dict[str, Any]) -> None:
@@ -69,6 +109,28 @@ def load_checkpoint(path: Path | str, map_location: str | torch.device = "cpu") 
     return payload
 
 
+def check_tokenizer(
+    payload: dict[str, Any], tokenizer: Tokenizer, path: Path, tokenizer_dir: Path
+) -> None:
+    """Refuse a tokenizer other than the one checkpoint `path` was trained with.
+
+    Raises:
+        UserError: naming `tokenizer_dir`, the checkpoint and the identity fields that differ.
+    """
+    saved = payload.get("tokenizer") or {}
+    if tokenizer.identity == saved:
+        return
+    differ = sorted(
+        key
+        for key in set(tokenizer.identity) | set(saved)
+        if tokenizer.identity.get(key) != saved.get(key)
+    )
+    raise UserError(
+        f"{tokenizer_dir}: not the tokenizer checkpoint {path} was trained with "
+        f"(differs in {', '.join(differ)})"
+    )
+
+
 def rng_state() -> dict[str, Any]:
     """Every random generator this process uses, as plain data (CPU tensors)."""
     state: dict[str, Any] = {"torch": torch.get_rng_state(), "python": random.getstate()}
@@ -89,3 +151,137 @@ def set_rng_state(state: dict[str, Any]) -> None:
 
 def _cpu_bytes(tensor: torch.Tensor) -> torch.Tensor:
     return tensor.to(device="cpu", dtype=torch.uint8)
+
+
+def find_resume_checkpoint(
+    resume: bool | str | None, run_dir: Path, runs_root: Path, data: str, model: str
+) -> Path | None:
+    """The checkpoint trainer.resume names: false or None, none; a path, that file; true, this
+    run folder's last.pt, else the newest last.pt of a run of this data and model under
+    `runs_root` (`<runs_root>/<data>/<model>/<run>/checkpoints/last.pt`).
+
+    Raises:
+        UserError: resume is true and there is no such checkpoint.
+    """
+    if resume is False or resume is None:
+        return None
+    if resume is not True:
+        return Path(str(resume))
+    own = run_dir / "checkpoints" / "last.pt"
+    if own.is_file():
+        return own
+    candidates = sorted(
+        Path(runs_root).glob(f"{data}/{model}/*/checkpoints/last.pt"),
+        key=lambda p: p.stat().st_mtime,
+    )
+    candidates = [p for p in candidates if p.parent.parent != run_dir]
+    if not candidates:
+        raise UserError(
+            f"trainer.resume=true: no last.pt in {run_dir} nor under "
+            f"{runs_root}/{data}/{model}/; pass a path instead"
+        )
+    return candidates[-1]
+
+
+class Checkpointer:
+    """Writes a training run's checkpoints and resumes from one.
+
+    Args:
+        folder: `<run>/checkpoints`; the run's tokenizer is in `<run>/tokenizer`.
+        rt: this process's runtime; rank 0 writes, every process restores.
+        model: the trained model (not a DDP or compiled wrapper).
+        averaged: the weight average evaluated instead of `model`, or None.
+        optimizer, plateau, scaler: saved and restored with their state dicts.
+        config: the run's resolved config, as plain containers.
+        tokenizer: the run's tokenizer; a checkpoint of another one is refused.
+        seed: trainer.seed, to reseed processes whose random state a checkpoint lacks.
+    """
+
+    def __init__(
+        self,
+        folder: Path,
+        rt: Runtime,
+        model: nn.Module,
+        averaged: nn.Module | None,
+        optimizer: Stateful,
+        plateau: Stateful,
+        scaler: Stateful | None,
+        config: dict[str, Any],
+        tokenizer: Tokenizer,
+        seed: int,
+    ) -> None:
+        self.folder, self.rt = folder, rt
+        self.model, self.averaged = model, averaged
+        self.optimizer, self.plateau, self.scaler = optimizer, plateau, scaler
+        self.config, self.tokenizer, self.seed = config, tokenizer, seed
+
+    @property
+    def best(self) -> Path:
+        return self.folder / "best.pt"
+
+    def payload(self, progress: Progress, rng: list[dict[str, Any]]) -> dict[str, Any]:
+        """What a checkpoint holds (see the module docstring)."""
+        return {
+            "model": (self.averaged if self.averaged is not None else self.model).state_dict(),
+            "train_model": self.model.state_dict() if self.averaged is not None else None,
+            "optimizer": self.optimizer.state_dict(),
+            "plateau": self.plateau.state_dict(),
+            "scaler": self.scaler.state_dict() if self.scaler is not None else None,
+            "progress": asdict(progress),
+            "rng": rng,
+            "config": self.config,
+            "tokenizer": self.tokenizer.identity,
+            "num_parameters": count_parameters(self.model),
+        }
+
+    def save(self, name: str, progress: Progress, elapsed: float, every_rank: bool = True) -> None:
+        """Rank 0 writes `folder/name`. At a point every process reaches (`every_rank`), the
+        random state of each is gathered into it; best.pt, written during rank 0's
+        evaluation, holds rank 0's only."""
+        rng = gather_to_main(rng_state(), self.rt) if every_rank else [rng_state()]
+        if not self.rt.is_main:
+            return
+        progress.elapsed = elapsed
+        save_checkpoint(self.folder / name, self.payload(progress, rng))
+
+    def restore(self, path: Path) -> Progress:
+        """Load weights, optimizer, plateau, scaler and this process's random state from a
+        checkpoint; returns the progress to continue from.
+
+        Loaded on the CPU: the random generators take CPU tensors, and load_state_dict moves
+        weights and optimizer state to their device. Resuming into another run folder carries
+        the old run's best.pt over, since its best BLEU is the bar this run must beat to write
+        a new one.
+
+        Raises:
+            UserError: an unreadable checkpoint, another tokenizer, weights of another model.
+        """
+        ckpt = load_checkpoint(path, map_location="cpu")
+        check_tokenizer(ckpt, self.tokenizer, path, self.folder.parent / "tokenizer")
+        try:
+            if self.averaged is not None:
+                self.averaged.load_state_dict(ckpt["model"])
+            trained = ckpt.get("train_model")
+            self.model.load_state_dict(trained if trained is not None else ckpt["model"])
+        except RuntimeError as err:
+            raise UserError(f"{path}: the weights do not fit this model config "
+                            f"({str(err).splitlines()[0][:200]})") from None
+        self.optimizer.load_state_dict(ckpt["optimizer"])
+        self.plateau.load_state_dict(ckpt["plateau"])
+        if self.scaler is not None and ckpt["scaler"] is not None:
+            self.scaler.load_state_dict(ckpt["scaler"])
+        progress = Progress(**ckpt["progress"])
+        states = ckpt["rng"] if isinstance(ckpt["rng"], list) else [ckpt["rng"]]
+        if len(states) == self.rt.world_size:
+            set_rng_state(states[self.rt.rank])
+        else:
+            warnings.warn(f"{path} holds the random state of {len(states)} process(es), this run "
+                          f"has {self.rt.world_size}: every process is reseeded", stacklevel=1)
+            seed_everything(dropout_seed(self.seed, self.rt.rank) + progress.step)
+        old_best = Path(path).parent / "best.pt"
+        if self.rt.is_main and old_best.is_file() and old_best.resolve() != self.best.resolve():
+            self.folder.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(old_best, self.best)
+        if self.rt.is_main:
+            print(f"resumed from {path} at step {progress.step}, epoch {progress.epoch}")
+        return progress

@@ -18,7 +18,7 @@ from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 from torch import nn
 
-from seq2seq.checkpoint import load_checkpoint
+from seq2seq.checkpoint import check_tokenizer, load_checkpoint
 from seq2seq.config import Config
 from seq2seq.decoding import DecodeSettings, decode_settings
 from seq2seq.errors import UserError
@@ -106,16 +106,7 @@ def load_for_inference(
             "run saved; pass tokenizer_dir=DIR)"
         )
     tokenizer = Tokenizer.load(tok_dir)
-    if tokenizer.identity != payload["tokenizer"]:
-        differ = sorted(
-            key
-            for key in set(tokenizer.identity) | set(payload["tokenizer"])
-            if tokenizer.identity.get(key) != payload["tokenizer"].get(key)
-        )
-        raise UserError(
-            f"{tok_dir}: not the tokenizer checkpoint {path} was trained with "
-            f"(differs in {', '.join(differ)})"
-        )
+    check_tokenizer(payload, tokenizer, path, tok_dir)
     try:
         with contextlib.redirect_stdout(io.StringIO()):  # keep stdout for translations
             model = build_model(

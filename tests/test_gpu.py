@@ -16,7 +16,7 @@ import torch
 from seq2seq.corpus import prepare_data
 from seq2seq.models.transformer import MultiHeadAttention, Transformer
 from seq2seq.runtime import setup_runtime
-from seq2seq.training.loop import Trainer
+from seq2seq.training.setup import TrainingParts, build_parts
 from tests.tiny import tiny_config
 
 DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)]
@@ -25,29 +25,29 @@ VARIANTS = ["vanilla", "bahdanau", "luong", "transformer"]
 PRECISIONS = [(torch.float32, 1e-4), (torch.bfloat16, 5e-2)]
 
 
-def tiny_trainer(tmp_path: Path, model: str, device: str) -> Trainer:
-    """The real Trainer on the tiny corpus of tests/tiny.py, in bf16, without dropout."""
+def tiny_trainer(tmp_path: Path, model: str, device: str) -> TrainingParts:
+    """The real training parts on the tiny corpus of tests/tiny.py, in bf16, without dropout."""
     cfg = tiny_config(tmp_path, f"trainer.device={device}", "trainer.precision=bf16",
                       "model.dropout=0.0", "trainer.lr=1e-2", "trainer.warmup_steps=0",
                       "trainer.schedule=constant", model=model)
     t = cfg.trainer
     rt = setup_runtime(t.device, t.precision, t.threads, t.seed)
     data = prepare_data(cfg.data, cfg.tokenizer, verbose=False)
-    return Trainer(cfg, rt, data, Path(cfg.run_dir))
+    return build_parts(cfg, rt, data, Path(cfg.run_dir))
 
 
-def bf16_losses(trainer: Trainer, steps: int = 20) -> list[float]:
+def bf16_losses(trainer: TrainingParts, steps: int = 20) -> list[float]:
     """Per-token NLL of `steps` updates on one fixed batch of 16 sentences."""
-    batch = trainer.collate(trainer.train_split, list(range(16)))
+    batches = trainer.batches
+    batch = batches.to_device(batches.collate(batches.train_split, list(range(16))))
     with trainer.rt.autocast():
         logits, _ = trainer.model(batch.src, batch.src_mask, batch.tgt_in, need_attn=False)
     assert logits.dtype == torch.bfloat16  # autocast really runs the forward in bf16
     losses = []
-    for _ in range(steps):
-        nll, grad_norm, tokens, skipped = trainer.train_step([batch])
+    for number in range(1, steps + 1):
+        nll, grad_norm, tokens, skipped = trainer.update([batch], number)
         assert skipped.item() == 0 and tokens.item() == batch.num_tgt_tokens  # not NaN/inf
         assert torch.isfinite(grad_norm)
-        trainer.progress.step += 1
         losses.append(nll.item() / tokens.item())
     return losses
 
@@ -74,7 +74,7 @@ def autocast_to(dtype: torch.dtype, device: str) -> contextlib.AbstractContextMa
 def test_bf16_training_is_finite_and_learns(tmp_path: Path, model: str, device: str) -> None:
     trainer = tiny_trainer(tmp_path, model, device)
     assert trainer.rt.device.type == device and trainer.rt.precision == "bf16"
-    assert trainer.scaler is None  # bf16 needs no loss scaling
+    assert trainer.update.scaler is None  # bf16 needs no loss scaling
     losses = bf16_losses(trainer)
     assert all(math.isfinite(loss) for loss in losses)
     assert losses[-1] < 0.75 * losses[0], losses

@@ -23,8 +23,9 @@ from seq2seq.corpus import prepare_data
 from seq2seq.errors import UserError
 from seq2seq.runtime import setup_runtime
 from seq2seq.train import main as train_entry_point
-from seq2seq.training import loop as loop_module
-from seq2seq.training.loop import Trainer, train
+from seq2seq.training import update as update_module
+from seq2seq.training.loop import train
+from seq2seq.training.setup import build_parts
 from tests.tiny import tiny_config
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -156,7 +157,7 @@ def test_corrupt_and_missing_checkpoints_are_clear(tmp_path: Path) -> None:
 
 def poison_losses(monkeypatch: pytest.MonkeyPatch, bad_calls: set[int] | None) -> None:
     """Make the training loss NaN on the given training-step calls (None: from call 5 on)."""
-    real = loop_module.token_losses
+    real = update_module.token_losses
     calls = {"n": 0}
 
     def losses(*args, **kwargs):
@@ -167,7 +168,7 @@ def poison_losses(monkeypatch: pytest.MonkeyPatch, bad_calls: set[int] | None) -
         bad = calls["n"] >= 5 if bad_calls is None else calls["n"] in bad_calls
         return (loss * float("nan"), nll) if bad else (loss, nll)
 
-    monkeypatch.setattr(loop_module, "token_losses", losses)
+    monkeypatch.setattr(update_module, "token_losses", losses)
 
 
 def test_a_nan_loss_skips_the_step(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -211,23 +212,20 @@ def test_compiled_training_handles_the_varying_batch_shapes(tmp_path: Path) -> N
 
 
 def test_subword_sampling_segments_each_epoch_anew(tmp_path: Path) -> None:
-    from seq2seq.corpus import prepare_data
-    from seq2seq.runtime import setup_runtime
-    from seq2seq.training.loop import Trainer
-
     cfg = tiny_config(tmp_path, "trainer.subword_alpha=0.3")
     t = cfg.trainer
     data = prepare_data(cfg.data, cfg.tokenizer, verbose=False)
     rt = setup_runtime(t.device, t.precision, t.threads, t.seed)
-    trainer = Trainer(cfg, rt, data, tmp_path / "run")
-    first = trainer.epoch_split(0)
-    assert first.src_ids != trainer.train_split.src_ids  # sampled, not the best segmentation
-    assert trainer.epoch_split(1).tgt_ids != first.tgt_ids
-    assert trainer.epoch_split(0).tgt_ids == first.tgt_ids  # the same (seed, epoch) again
-    assert first.src_text == trainer.train_split.src_text
-    batches = trainer.epoch_batches(0)
+    parts = build_parts(cfg, rt, data, tmp_path / "run")
+    train_batches = parts.batches
+    first = train_batches.epoch_split(0)
+    assert first.src_ids != train_batches.train_split.src_ids  # sampled, not the best pieces
+    assert train_batches.epoch_split(1).tgt_ids != first.tgt_ids
+    assert train_batches.epoch_split(0).tgt_ids == first.tgt_ids  # the same (seed, epoch) again
+    assert first.src_text == train_batches.train_split.src_text
+    batches = train_batches.epoch_batches(0)
     assert sorted(i for b in batches for i in b) == list(range(len(first)))
-    trainer.writer.close()
+    parts.close()
 
 
 def test_resume_reads_the_checkpoint_on_the_cpu_whatever_the_device(tmp_path: Path) -> None:
@@ -239,14 +237,15 @@ def test_resume_reads_the_checkpoint_on_the_cpu_whatever_the_device(tmp_path: Pa
     train(cfg)
     last = tmp_path / "run/checkpoints/last.pt"
     t = cfg.trainer
-    trainer = Trainer(cfg, setup_runtime(t.device, t.precision, t.threads, t.seed),
-                      prepare_data(cfg.data, cfg.tokenizer, verbose=False), tmp_path / "run")
-    trainer.rt = dataclasses.replace(trainer.rt, device=torch.device("meta"))
-    trainer.restore(last)
+    parts = build_parts(cfg, setup_runtime(t.device, t.precision, t.threads, t.seed),
+                        prepare_data(cfg.data, cfg.tokenizer, verbose=False), tmp_path / "run")
+    checkpointer = parts.checkpointer
+    checkpointer.rt = dataclasses.replace(checkpointer.rt, device=torch.device("meta"))
+    progress = checkpointer.restore(last)
     saved = load_checkpoint(last)
-    assert trainer.progress.step == 5
+    assert progress.step == 5
     assert torch.equal(torch.get_rng_state(), saved["rng"][0]["torch"])
-    for name, value in trainer.model.state_dict().items():
+    for name, value in parts.model.state_dict().items():
         assert torch.equal(value, saved["train_model"][name]), name
 
 

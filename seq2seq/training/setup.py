@@ -1,0 +1,142 @@
+"""The parts of a training run, built from the composed config: the one place training reads
+it. Every part takes plain arguments; the loop (`loop.py`) never sees the config.
+
+The order of construction is the order of random draws and is kept: the model is built from
+the seed every process shares, then the weight average copies it, then each process reseeds
+for its own dropout (`dropout_seed`).
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.distributed as dist
+from omegaconf import DictConfig, OmegaConf
+from torch import nn
+from torch.nn.parallel import DistributedDataParallel
+from torch.utils.tensorboard import SummaryWriter
+
+from seq2seq.checkpoint import Checkpointer
+from seq2seq.corpus import PreparedData, SegmentationSampler, prepare_data
+from seq2seq.decoding import decode_settings
+from seq2seq.models import build_model
+from seq2seq.models.base import count_parameters
+from seq2seq.runtime import Runtime, dropout_seed, seed_everything
+from seq2seq.training.batches import TrainBatches
+from seq2seq.training.ema import EMA
+from seq2seq.training.optim import Plateau, build_optimizer, learning_rate
+from seq2seq.training.stopping import Budget
+from seq2seq.training.train_log import TrainLog
+from seq2seq.training.update import Update
+from seq2seq.training.validation import Validator
+
+
+@dataclass
+class TrainingParts:
+    """What the loop runs: plain objects, each with its own settings."""
+
+    rt: Runtime
+    model: nn.Module  # the trained model, unwrapped
+    ema: EMA | None
+    optimizer: torch.optim.Optimizer
+    plateau: Plateau
+    update: Update
+    batches: TrainBatches
+    validator: Validator
+    checkpointer: Checkpointer
+    budget: Budget
+    log: TrainLog
+    writer: SummaryWriter | None  # rank 0 only
+    eval_every: int
+    save_every: int
+    lower_lr_on_plateau: bool  # trainer.schedule=plateau
+
+    @property
+    def evaluated(self) -> nn.Module:
+        """The weights that are evaluated: the average (trainer.ema_decay) or the trained ones."""
+        return self.ema.model if self.ema is not None else self.model
+
+    def close(self) -> None:
+        """Close the TensorBoard writer."""
+        if self.writer is not None:
+            self.writer.close()
+
+
+def prepare_on_every_rank(cfg: DictConfig, rt: Runtime) -> PreparedData:
+    """Rank 0 builds the corpus and tokenizer caches first; the others then read them."""
+    if rt.distributed and not rt.is_main:
+        dist.barrier()
+    data = prepare_data(cfg.data, cfg.tokenizer, verbose=rt.is_main)
+    if rt.distributed and rt.is_main:
+        dist.barrier()
+    return data
+
+
+def wrap_for_training(model: nn.Module, compile: bool, rt: Runtime) -> nn.Module:
+    """What the forward pass calls: `model`, compiled (dynamic shapes) and/or in DDP."""
+    step_model = torch.compile(model, dynamic=True) if compile else model
+    if rt.distributed:
+        ids = [rt.device.index] if rt.device.type == "cuda" else None
+        step_model = DistributedDataParallel(step_model, device_ids=ids)
+    return step_model
+
+
+def build_parts(cfg: DictConfig, rt: Runtime, data: PreparedData, run_dir: Path) -> TrainingParts:
+    """Build the model and everything that trains it from `cfg` (see the module docstring)."""
+    t, tok = cfg.trainer, data.tokenizer
+    model = build_model(cfg.model, tok.src_vocab_size, tok.tgt_vocab_size).to(rt.device)
+    if rt.is_main:
+        print(f"model: {cfg.model.name}, {count_parameters(model) / 1e6:.2f}M parameters")
+    ema = EMA(model, t.ema_decay) if t.ema_decay is not None else None
+    seed_everything(dropout_seed(t.seed, rt.rank))  # the model is built: ranks draw apart
+    optimizer = build_optimizer(model, t.lr, tuple(t.betas), t.weight_decay)
+    plateau = Plateau(t.plateau_factor, t.plateau_patience, t.min_lr / t.lr)
+    scaler = rt.grad_scaler()
+
+    schedule, base_lr, warmup_steps = str(t.schedule), t.lr, t.warmup_steps
+
+    def rate(number: int) -> float:
+        return learning_rate(number, schedule, base_lr, warmup_steps, plateau.scale)
+
+    update = Update(model, wrap_for_training(model, t.compile, rt), optimizer, rt, rate,
+                    label_smoothing=t.label_smoothing, clip_norm=t.clip_norm, scaler=scaler,
+                    ema=ema)
+    train_split = data.splits["train"]
+    sampler = None
+    if t.subword_alpha is not None:
+        sampler = functools.partial(SegmentationSampler, tok, train_split, t.subword_alpha,
+                                    t.subword_nbest, cfg.tokenizer.max_src_len,
+                                    cfg.tokenizer.max_tgt_len)
+    batches = TrainBatches(
+        train_split, rt.device, batch_tokens=t.batch_tokens, accum_steps=t.accum_steps,
+        pad_to_multiple=t.pad_to_multiple, num_workers=t.num_workers, seed=t.seed,
+        rank=rt.rank, world_size=rt.world_size, sampler=sampler,
+    )
+    writer = SummaryWriter(str(run_dir / "tensorboard")) if rt.is_main else None
+    evaluated = ema.model if ema is not None else model
+    validator = Validator(
+        evaluated, data, rt, writer,
+        valid_settings=decode_settings(cfg.decoding, cfg.decoding.valid_beam_size),
+        test_settings=decode_settings(cfg.decoding, cfg.decoding.beam_size),
+        batch_tokens=t.batch_tokens, pad_to_multiple=t.pad_to_multiple,
+        max_sentences=t.eval_max_sentences, bleu_tokenize=cfg.data.bleu_tokenize,
+        test_set=cfg.data.test_set, probe=list(cfg.data.probe),
+    )
+    config: dict[str, Any] = OmegaConf.to_container(  # type: ignore[assignment]
+        cfg, resolve=True, enum_to_str=True
+    )
+    checkpointer = Checkpointer(run_dir / "checkpoints", rt, model, ema.model if ema else None,
+                                optimizer, plateau, scaler, config, tok, t.seed)
+    return TrainingParts(
+        rt=rt, model=model, ema=ema, optimizer=optimizer, plateau=plateau, update=update,
+        batches=batches, validator=validator, checkpointer=checkpointer,
+        budget=Budget(t.max_steps, t.max_epochs, t.max_time, t.patience),
+        log=TrainLog(rt, writer, every=t.log_every, max_bad_steps=t.max_bad_steps,
+                     max_steps=t.max_steps, max_time=t.max_time, console=t.progress),
+        writer=writer, eval_every=t.eval_every, save_every=t.save_every,
+        lower_lr_on_plateau=t.schedule == "plateau",
+    )

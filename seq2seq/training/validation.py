@@ -1,0 +1,181 @@
+"""Validation during training and the final test, on the evaluated weights.
+
+Validation measures the loss, BLEU, chrF and attention focus on the validation split and shows
+a few samples and the probe sentences' attention heatmaps in TensorBoard. The final test
+decodes the test split with beam search, scores it and writes the hypotheses.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+from torch.utils.tensorboard import SummaryWriter
+
+from seq2seq.checkpoint import load_checkpoint
+from seq2seq.corpus import PreparedData, encode_split
+from seq2seq.data.batching import collate, token_batches
+from seq2seq.decoding import DecodeSettings
+from seq2seq.evaluation.decode_and_score import decode_and_score, decode_ids, eval_mode
+from seq2seq.runtime import Runtime
+from seq2seq.tokenization import EOS_ID, PAD_ID
+from seq2seq.training.loss import token_losses
+from seq2seq.visualization import attention_heatmap, head_grid
+
+
+class Validator:
+    """Scores the evaluated weights on rank 0.
+
+    Args:
+        model: the evaluated weights: the average (trainer.ema_decay) or the trained model.
+        data: the tokenizer and the validation and test splits.
+        rt: the runtime (device and precision of the validation loss).
+        writer: TensorBoard, or None (processes other than rank 0).
+        valid_settings: the search during validation (the probe is decoded greedily).
+        test_settings: the search of the final test.
+        batch_tokens: tokens per batch of the validation loss.
+        pad_to_multiple: sequence lengths are padded up to a multiple of this, as in training.
+        max_sentences: validate BLEU on the first N sentences; None: all.
+        bleu_tokenize: sacrebleu's tokenizer; None: its default for the target language.
+        test_set: the name every test score carries.
+        probe: sentences translated at every validation, their heatmaps to TensorBoard.
+    """
+
+    def __init__(
+        self,
+        model: nn.Module,
+        data: PreparedData,
+        rt: Runtime,
+        writer: SummaryWriter | None,
+        *,
+        valid_settings: DecodeSettings,
+        test_settings: DecodeSettings,
+        batch_tokens: int,
+        pad_to_multiple: int = 1,
+        max_sentences: int | None = None,
+        bleu_tokenize: str | None = None,
+        test_set: str = "test",
+        probe: list[str] | None = None,
+    ) -> None:
+        self.model, self.data, self.rt, self.writer = model, data, rt, writer
+        self.valid_settings, self.test_settings = valid_settings, test_settings
+        self.batch_tokens, self.pad_to_multiple = batch_tokens, pad_to_multiple
+        self.max_sentences, self.bleu_tokenize = max_sentences, bleu_tokenize
+        self.test_set = test_set
+        self.probe = list(probe or [])
+
+    @torch.inference_mode()
+    def loss(self) -> float:
+        """The per-token NLL of the validation split (no label smoothing)."""
+        split = self.data.splits["validation"]
+        total, tokens = 0.0, 0
+        batches = token_batches(
+            split.src_lens, split.tgt_lens, self.batch_tokens, shuffle=False, seed=0, epoch=0,
+        )
+        with eval_mode(self.model):
+            for indices in batches:
+                batch = collate(
+                    [split.src_ids[i] for i in indices], [split.tgt_ids[i] for i in indices],
+                    indices, pad_to_multiple=self.pad_to_multiple,
+                ).to(self.rt.device, non_blocking=self.rt.device.type == "cuda")
+                with self.rt.autocast():
+                    logits, _ = self.model(batch.src, batch.src_mask, batch.tgt_in,
+                                           need_attn=False)
+                _, nll = token_losses(logits, batch.tgt_out, PAD_ID)
+                total += nll.item()
+                tokens += batch.num_tgt_tokens
+        return total / max(tokens, 1)
+
+    def validate(self, step: int, elapsed: float) -> dict[str, float]:
+        """Validation loss, BLEU, chrF, focus as one history row; to TensorBoard with samples
+        and the probe heatmaps."""
+        loss = self.loss()
+        result = decode_and_score(
+            self.model, self.data.tokenizer, self.data.splits["validation"], self.valid_settings,
+            self.rt.device, max_sentences=self.max_sentences, bleu_tokenize=self.bleu_tokenize,
+        )
+        row = {
+            "step": step,
+            "time": round(elapsed, 1),
+            "valid_loss": loss,
+            "valid_ppl": math.exp(min(loss, 50.0)),
+            "valid_bleu": result.scores.bleu,
+            "valid_chrf": result.scores.chrf,
+        }
+        if result.focus:
+            row["valid_focus_accuracy"] = result.focus["accuracy"]
+            row["valid_focus_weight"] = result.focus["mean_weight"]
+        if self.writer is not None:
+            for key, value in row.items():
+                if key.startswith("valid_") and value is not None:
+                    self.writer.add_scalar(key.replace("valid_", "valid/"), value, step)
+            samples = "\n".join(
+                f"| {s} | {r} | {h} |"
+                for s, r, h in list(
+                    zip(result.sources, result.references, result.hypotheses, strict=True)
+                )[:5]
+            )
+            self.writer.add_text("samples", "| source | reference | hypothesis |\n|---|---|---|\n"
+                                 + samples, step)
+            self.log_probe(step)
+        return row
+
+    @torch.inference_mode()
+    def log_probe(self, step: int) -> None:
+        """Translate the probe sentences greedily; their attention heatmaps (and, for the
+        Transformer, the last layer's heads) go to TensorBoard."""
+        if not self.probe or self.writer is None:
+            return
+        tok = self.data.tokenizer
+        split = encode_split(tok, self.probe, [""] * len(self.probe), 10_000, 10_000)
+        eos = tok.tgt_pieces([EOS_ID])[0]
+        settings = dataclasses.replace(self.valid_settings, beam_size=1)
+        with eval_mode(self.model):
+            hyps = decode_ids(self.model, split.src_ids, settings, self.rt.device)
+            cross_attention = getattr(self.model, "cross_attention", None)
+            for i, (src_ids, nbest) in enumerate(zip(split.src_ids, hyps, strict=True)):
+                hyp = nbest[0]
+                text = tok.decode_tgt(hyp.tokens)
+                self.writer.add_text(f"probe/{i}", f"{self.probe[i]} → {text}", step)
+                if hyp.attention is None:
+                    continue
+                src_labels = tok.src_pieces(src_ids) + [eos]
+                tgt_labels = tok.tgt_pieces(hyp.tokens) + [eos]
+                fig = attention_heatmap(hyp.attention.float().cpu(), src_labels, tgt_labels,
+                                        title=f"step {step}: {text}")
+                self.writer.add_figure(f"attention/probe_{i}", fig, step)
+                if cross_attention is not None:
+                    batch = collate([src_ids], [hyp.tokens], [0]).to(self.rt.device)
+                    heads = cross_attention(batch.src, batch.src_mask, batch.tgt_in)
+                    fig = head_grid(heads[-1, 0].float().cpu(), src_labels, tgt_labels,
+                                    title=f"step {step}: last layer, per head")
+                    self.writer.add_figure(f"attention_heads/probe_{i}", fig, step)
+
+    def final_test(
+        self, trained: nn.Module, best: Path, hypotheses: Path, step: int
+    ) -> dict[str, Any]:
+        """Decode the test split with beam search and write the hypotheses. The weights scored
+        are best.pt's, loaded into `trained`, when it exists, else the evaluated weights;
+        "checkpoint" in the summary names the file scored, or is None for the weights in
+        memory."""
+        model, scored = self.model, None
+        if best.is_file():
+            trained.load_state_dict(load_checkpoint(best)["model"])
+            model, scored = trained, str(best)
+        start = time.monotonic()
+        result = decode_and_score(model, self.data.tokenizer, self.data.splits["test"],
+                                  self.test_settings, self.rt.device,
+                                  bleu_tokenize=self.bleu_tokenize)
+        seconds = time.monotonic() - start
+        hypotheses.write_text("\n".join(result.hypotheses) + "\n", encoding="utf-8")
+        if self.writer is not None:
+            self.writer.add_scalar("test/bleu", result.scores.bleu, step)
+            self.writer.add_scalar("test/chrf", result.scores.chrf, step)
+        return {**result.summary(), "test_set": self.test_set,
+                "beam_size": self.test_settings.beam_size, "decode_seconds": round(seconds, 2),
+                "checkpoint": scored}
