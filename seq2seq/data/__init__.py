@@ -13,6 +13,10 @@ import datasets
 
 from seq2seq.config import DataConfig
 from seq2seq.data.cleaning import clean_pairs
+from seq2seq.data.ding import load_ding
+from seq2seq.data.docs import load_docs
+from seq2seq.data.files import load_files
+from seq2seq.data.hf import load_hf
 from seq2seq.errors import UserError
 
 SPLITS = ("train", "validation", "test")
@@ -29,16 +33,6 @@ def data_root(root: str | None) -> Path:
     return Path(root).expanduser().resolve()
 
 
-def make_dataset_dict(splits: dict[str, tuple[list[str], list[str]]]) -> datasets.DatasetDict:
-    """Build a DatasetDict with columns src and tgt from (src, tgt) string lists per split."""
-    return datasets.DatasetDict(
-        {
-            name: datasets.Dataset.from_dict({"src": src, "tgt": tgt})
-            for name, (src, tgt) in splits.items()
-        }
-    )
-
-
 def load_corpus(cfg: DataConfig) -> datasets.DatasetDict:
     """Load the corpus `cfg` names, clean its train split and print what it holds.
 
@@ -47,8 +41,6 @@ def load_corpus(cfg: DataConfig) -> datasets.DatasetDict:
     """
     root = data_root(cfg.root)
     if cfg.source == "ding":
-        from seq2seq.data.ding import load_ding
-
         corpus = load_ding(
             raw_path=cfg.raw_path,
             root=root,
@@ -57,8 +49,6 @@ def load_corpus(cfg: DataConfig) -> datasets.DatasetDict:
             phrase_pairs=cfg.phrase_pairs,
         )
     elif cfg.source == "hf":
-        from seq2seq.data.hf import load_hf
-
         corpus = load_hf(
             path=cfg.hf_path,
             config=cfg.hf_config,
@@ -68,12 +58,8 @@ def load_corpus(cfg: DataConfig) -> datasets.DatasetDict:
             tgt_lang=cfg.tgt_lang,
         )
     elif cfg.source == "files":
-        from seq2seq.data.files import load_files
-
         corpus = load_files(src_files=cfg.src_files, tgt_files=cfg.tgt_files)
     elif cfg.source == "docs":
-        from seq2seq.data.docs import load_docs
-
         corpus = load_docs(
             root=root,
             src_lang=cfg.src_lang,

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import datasets
 
-from seq2seq.data import make_dataset_dict
+from seq2seq.data.dataset_dict import make_dataset_dict
 from seq2seq.errors import UserError
 
 SPLIT_ALIASES = {

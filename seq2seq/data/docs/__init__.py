@@ -19,7 +19,7 @@ from pathlib import Path
 
 import datasets
 
-from seq2seq.data import make_dataset_dict
+from seq2seq.data.dataset_dict import make_dataset_dict
 from seq2seq.data.docs.build import build_docs
 from seq2seq.data.docs.filters import SPLITS
 from seq2seq.data.docs.packages import Fetch, apt_get_download
