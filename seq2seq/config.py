@@ -51,7 +51,6 @@ class Cell(Choice):
 
 
 class Score(Choice):
-    additive = "additive"
     dot = "dot"
     general = "general"
 
@@ -188,12 +187,10 @@ class VanillaConfig(ModelConfig):
 
 
 @dataclass
-class RNNAttentionConfig(ModelConfig):
-    _target_: str = "seq2seq.models.rnn_attention.AttentionRNN"
+class BahdanauConfig(ModelConfig):
+    _target_: str = "seq2seq.models.bahdanau.Bahdanau"
     name: str = "bahdanau"
     cell: Cell = Cell.gru
-    score: Score = Score.additive  # additive (Bahdanau) | dot, general (Luong)
-    input_feeding: bool = False  # Luong only (Bahdanau's context always feeds the RNN)
     emb_dim: int = 256
     hidden_size: int = 256
     attn_dim: int = 256
@@ -202,8 +199,25 @@ class RNNAttentionConfig(ModelConfig):
     tie_embeddings: bool = False  # the target embedding is the output projection
     share_embeddings: bool = False  # one embedding for source and target (joint vocabulary)
     lexical: bool = False  # the lexical output model of Nguyen & Chiang (2018)
-    query_word: bool = False  # bahdanau: the previous target word joins the attention query
-    conditional: bool = False  # bahdanau: the conditional GRU/LSTM of Nematus (Sennrich 2017)
+    query_word: bool = False  # the previous target word joins the attention query
+    conditional: bool = False  # the conditional GRU/LSTM of Nematus (Sennrich 2017)
+    attention_fn: AttentionFn = AttentionFn.softmax  # sparsemax, entmax15: sparse weights
+
+
+@dataclass
+class LuongConfig(ModelConfig):
+    _target_: str = "seq2seq.models.luong.Luong"
+    name: str = "luong"
+    cell: Cell = Cell.gru
+    score: Score = Score.general  # general | dot
+    input_feeding: bool = False  # feed the previous attentional vector into the next step
+    emb_dim: int = 256
+    hidden_size: int = 256
+    num_layers: int = 1
+    dropout: float = 0.2
+    tie_embeddings: bool = False  # the target embedding is the output projection
+    share_embeddings: bool = False  # one embedding for source and target (joint vocabulary)
+    lexical: bool = False  # the lexical output model of Nguyen & Chiang (2018)
     attention_fn: AttentionFn = AttentionFn.softmax  # sparsemax, entmax15: sparse weights
 
 
@@ -279,7 +293,8 @@ def register_configs() -> None:
     cs.store(group="trainer", name="trainer_schema", node=TrainerConfig)
     cs.store(group="decoding", name="decoding_schema", node=DecodingConfig)
     cs.store(group="model", name="vanilla_schema", node=VanillaConfig)
-    cs.store(group="model", name="rnn_attention_schema", node=RNNAttentionConfig)
+    cs.store(group="model", name="bahdanau_schema", node=BahdanauConfig)
+    cs.store(group="model", name="luong_schema", node=LuongConfig)
     cs.store(group="model", name="transformer_schema", node=TransformerConfig)
     cs.store(name="evaluate_schema", node=EvaluateConfig)
     cs.store(name="translate_schema", node=TranslateConfig)

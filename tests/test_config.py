@@ -47,6 +47,17 @@ def test_each_model_gets_its_schedule() -> None:
 
 
 @pytest.mark.parametrize(
+    ("model", "option"),
+    [("bahdanau", "input_feeding"), ("bahdanau", "score"), ("luong", "query_word"),
+     ("luong", "conditional"), ("luong", "attn_dim"), ("vanilla", "lexical")],
+)
+def test_a_model_has_only_its_own_options(model: str, option: str) -> None:
+    with pytest.raises(ConfigCompositionException) as err:
+        compose_with(f"model={model}", f"model.{option}=1")
+    assert option in str(err.value.__cause__ or err.value)
+
+
+@pytest.mark.parametrize(
     "override", ["trainer.max_stpes=5", "model.hiden_size=3", "data.src_lnag=fr"]
 )
 def test_a_misspelled_key_fails_at_compose_time(override: str) -> None:
@@ -63,27 +74,28 @@ def test_a_wrongly_typed_value_fails() -> None:
 MODES = [
     ("trainer.schedule=cosine", "[constant, inverse_sqrt, plateau]"),
     ("trainer.precision=fp8", "[auto, bf16, fp16, fp32]"),
-    ("model.score=dott", "[additive, dot, general]"),
+    ("model=luong model.score=dott", "[dot, general]"),
     ("model.cell=rnn", "[gru, lstm]"),
     ("model.attention_fn=entmax", "[softmax, sparsemax, entmax15]"),
     ("data.source=web", "[ding, hf, files"),
 ]
 
 
-@pytest.mark.parametrize(("override", "allowed"), MODES, ids=[o for o, _ in MODES])
-def test_a_wrong_mode_fails_at_compose_time_naming_the_choices(override: str, allowed: str):
+@pytest.mark.parametrize(("overrides", "allowed"), MODES, ids=[o for o, _ in MODES])
+def test_a_wrong_mode_fails_at_compose_time_naming_the_choices(overrides: str, allowed: str):
+    """`overrides`: space-separated; the last one sets the wrong mode."""
     with pytest.raises(ConfigCompositionException) as err:
-        compose_with(override)
+        compose_with(*overrides.split())
     message = str(err.value.__cause__)
-    assert allowed in message and override.split("=")[0] in message
+    assert allowed in message and overrides.split()[-1].split("=")[0] in message
 
 
-@pytest.mark.parametrize("override", ["trainer.schedule=cosine", "model.score=dott"])
-def test_cli_names_the_key_and_the_choices_of_a_wrong_mode(override: str) -> None:
+@pytest.mark.parametrize("overrides", ["trainer.schedule=cosine", "model=luong model.score=dott"])
+def test_cli_names_the_key_and_the_choices_of_a_wrong_mode(overrides: str) -> None:
     """The training entry point refuses a wrong mode before it builds anything: no traceback."""
-    bad = subprocess.run([sys.executable, "-m", "seq2seq.train", override], cwd=ROOT,
+    bad = subprocess.run([sys.executable, "-m", "seq2seq.train", *overrides.split()], cwd=ROOT,
                          capture_output=True, text=True, timeout=120)
-    key, value = override.split("=")
+    key, value = overrides.split()[-1].split("=")
     assert bad.returncode != 0
     assert "Traceback" not in bad.stderr and bad.stdout == ""
     assert f"Invalid value '{value}', expected one of [" in bad.stderr

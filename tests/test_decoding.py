@@ -82,6 +82,9 @@ class ScriptedModel(nn.Module):
     def forward(self, src_ids, src_mask, tgt_in, need_attn=True):
         return teacher_forced(self, src_ids, src_mask, tgt_in)
 
+    def cross_attention(self, src_ids, src_mask, tgt_in) -> None:
+        return None
+
 
 @dataclass
 class HiddenState:
@@ -136,6 +139,9 @@ class TinyGRU(nn.Module):
 
     def forward(self, src_ids, src_mask, tgt_in, need_attn=True):
         return teacher_forced(self, src_ids, src_mask, tgt_in)
+
+    def cross_attention(self, src_ids, src_mask, tgt_in) -> None:
+        return None
 
 
 def pad(sentences: list[list[int]]) -> tuple[Tensor, Tensor]:
@@ -394,15 +400,18 @@ def test_test_models_satisfy_the_protocol():
 
 def real_variant(name: str) -> nn.Module:
     """A tiny, randomly initialised model of one of the project's variants, in eval mode."""
-    from seq2seq.config import RNNAttentionConfig, TransformerConfig, VanillaConfig
-    from seq2seq.models import build_model
+    from seq2seq.models.bahdanau import Bahdanau
+    from seq2seq.models.luong import Luong
+    from seq2seq.models.transformer import Transformer
+    from seq2seq.models.vanilla import VanillaSeq2Seq
 
-    rnn = {"emb_dim": 16, "hidden_size": 16, "dropout": 0.0}
-    configs = {
-        "vanilla": VanillaConfig(**rnn),
-        "bahdanau": RNNAttentionConfig(attn_dim=16, **rnn),
-        "luong": RNNAttentionConfig(name="luong", score="dot", **rnn),
-        "transformer": TransformerConfig(
+    vocab = {"src_vocab_size": 20, "tgt_vocab_size": 20}
+    rnn = {"emb_dim": 16, "hidden_size": 16, "dropout": 0.0, **vocab}
+    models = {
+        "vanilla": lambda: VanillaSeq2Seq(**rnn),
+        "bahdanau": lambda: Bahdanau(attn_dim=16, **rnn),
+        "luong": lambda: Luong(score="dot", **rnn),
+        "transformer": lambda: Transformer(
             d_model=16,
             num_heads=2,
             num_encoder_layers=2,
@@ -410,9 +419,10 @@ def real_variant(name: str) -> nn.Module:
             ff_dim=32,
             dropout=0.0,
             attn_dropout=0.0,
+            **vocab,
         ),
     }
-    return build_model(configs[name], src_vocab_size=20, tgt_vocab_size=20).eval()
+    return models[name]().eval()
 
 
 @pytest.mark.parametrize("name", ["vanilla", "bahdanau", "luong", "transformer"])

@@ -3,6 +3,7 @@ sets what its comment promises; an IWSLT run without network stops with one clea
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import subprocess
 import sys
@@ -78,8 +79,8 @@ def test_the_iwslt_transformer_is_the_fairseq_recipe() -> None:
 
 def test_the_other_iwslt_recipes() -> None:
     bahdanau = compose_experiment("iwslt2017_de_en_bahdanau")
-    assert (bahdanau.model.name, bahdanau.model.score, bahdanau.model.hidden_size) == (
-        "bahdanau", "additive", 512)
+    assert (bahdanau.model.name, bahdanau.model.attn_dim, bahdanau.model.hidden_size) == (
+        "bahdanau", 512, 512)
     assert bahdanau.model.dropout == 0.3
     assert (bahdanau.trainer.schedule, bahdanau.trainer.lr) == ("plateau", 1e-3)
     vanilla = compose_experiment("iwslt2017_de_en_vanilla")
@@ -109,11 +110,24 @@ def test_the_peer_recipes_match_the_peers_sizes(name: str, published: float) -> 
     assert abs(count_parameters(model) / published - 1) < 0.06
 
 
-def test_peer_rnn_sizes_carry_over_to_luong() -> None:
-    """The benchmark composes `experiment=peer_rnn model=luong`: the sizes stay, the scoring
-    is Luong's."""
-    cfg = compose_experiment("peer_rnn", "model=luong")
-    assert (cfg.model.name, cfg.model.score, cfg.model.hidden_size) == ("luong", "general", 256)
+def test_the_benchmark_gives_luong_the_sizes_and_training_of_each_rnn_recipe() -> None:
+    """scripts/benchmark.py restates each Bahdanau recipe's settings for Luong (the recipes'
+    attn_dim and query_word are Bahdanau's own): every key the two models share agrees."""
+    spec = importlib.util.spec_from_file_location("benchmark", ROOT / "scripts" / "benchmark.py")
+    assert spec is not None and spec.loader is not None
+    benchmark = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(benchmark)
+    for preset, variants in benchmark.PRESETS.items():
+        bahdanau = compose_experiment(None, *variants["bahdanau"])
+        luong = compose_experiment(None, *variants["luong"])
+        assert (luong.model.name, luong.model.score) == ("luong", "general")
+        for group in ("data", "tokenizer", "trainer", "decoding"):
+            assert luong[group] == bahdanau[group], (preset, group)
+        shared = set(luong.model) & set(bahdanau.model) - {"_target_", "name"}
+        if preset == "peer":
+            shared -= {"dropout"}  # experiment=peer_rnn sets none: each model keeps its own
+        for key in shared:
+            assert luong.model[key] == bahdanau.model[key], (preset, key)
 
 
 def test_an_iwslt_run_without_network_says_how_to_fetch_the_data(tmp_path: Path) -> None:

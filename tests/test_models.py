@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 import torch
-from omegaconf import OmegaConf
+from hydra import compose, initialize_config_dir
+from omegaconf import DictConfig
 from torch import Tensor, nn
 
-from seq2seq.config import RNNAttentionConfig, TransformerConfig, VanillaConfig
+from seq2seq.config import register_configs
 from seq2seq.errors import UserError
 from seq2seq.models import build_model
 from seq2seq.models.attention import (
@@ -18,8 +21,9 @@ from seq2seq.models.attention import (
     LexicalOutput,
     masked_softmax,
 )
+from seq2seq.models.bahdanau import Bahdanau
 from seq2seq.models.base import Seq2SeqModel
-from seq2seq.models.rnn_attention import AttentionRNN
+from seq2seq.models.luong import Luong
 from seq2seq.models.transformer import MultiHeadAttention, Transformer
 from seq2seq.models.vanilla import VanillaSeq2Seq
 from seq2seq.tokenization import BOS_ID, EOS_ID, PAD_ID
@@ -28,42 +32,57 @@ VOCAB = 17
 SRC_LENGTHS = [7, 4, 2]  # real tokens per row, EOS included; the batch is padded to 7
 TGT_LEN = 5
 
+CONFIGS = Path(__file__).resolve().parents[1] / "configs"
+
+
+def bahdanau_model(**overrides: object) -> Bahdanau:
+    settings: dict = dict(emb_dim=8, hidden_size=12, attn_dim=10, dropout=0.3)
+    settings.update(overrides)
+    return Bahdanau(src_vocab_size=VOCAB, tgt_vocab_size=VOCAB, **settings).eval()
+
+
+def luong_model(**overrides: object) -> Luong:
+    settings: dict = dict(emb_dim=8, hidden_size=12, dropout=0.3)
+    settings.update(overrides)
+    return Luong(src_vocab_size=VOCAB, tgt_vocab_size=VOCAB, **settings).eval()
+
+
 RNN_VARIANTS = [
-    pytest.param(dict(score="additive", cell="gru"), id="bahdanau-gru"),
-    pytest.param(dict(score="additive", cell="lstm", num_layers=2), id="bahdanau-lstm-2layers"),
-    pytest.param(dict(score="dot", input_feeding=False, cell="gru"), id="luong-dot-gru"),
-    pytest.param(dict(score="dot", input_feeding=True, cell="lstm"), id="luong-dot-feed-lstm"),
-    pytest.param(dict(score="general", input_feeding=True, cell="gru"), id="luong-general-feed"),
-    pytest.param(
-        dict(score="general", input_feeding=False, cell="lstm", num_layers=2),
-        id="luong-general-lstm-2layers",
-    ),
-    pytest.param(
-        dict(score="dot", input_feeding=True, tie_embeddings=True), id="luong-dot-feed-tied"
-    ),
-    pytest.param(
-        dict(score="additive", lexical=True, share_embeddings=True, tie_embeddings=True),
-        id="bahdanau-lexical-shared-tied",
-    ),
-    pytest.param(
-        dict(score="additive", cell="lstm", lexical=True, query_word=True), id="bahdanau-query-word"
-    ),
-    pytest.param(dict(score="additive", conditional=True), id="bahdanau-conditional-gru"),
-    pytest.param(
-        dict(score="additive", cell="lstm", num_layers=2, conditional=True, query_word=True),
-        id="bahdanau-conditional-lstm-2layers",
-    ),
-    pytest.param(
-        dict(score="additive", attention_fn="entmax15", lexical=True), id="bahdanau-entmax15"
-    ),
-    pytest.param(dict(score="general", input_feeding=False, lexical=True), id="luong-lexical"),
-    pytest.param(
-        dict(score="general", input_feeding=False, attention_fn="sparsemax"), id="luong-sparsemax"
-    ),
-    pytest.param(
-        dict(score="dot", input_feeding=True, cell="lstm", lexical=True), id="luong-feed-lexical"
-    ),
+    pytest.param(bahdanau_model, dict(cell="gru"), id="bahdanau-gru"),
+    pytest.param(bahdanau_model, dict(cell="lstm", num_layers=2), id="bahdanau-lstm-2layers"),
+    pytest.param(luong_model, dict(score="dot", cell="gru"), id="luong-dot-gru"),
+    pytest.param(luong_model, dict(score="dot", input_feeding=True, cell="lstm"),
+                 id="luong-dot-feed-lstm"),
+    pytest.param(luong_model, dict(score="general", input_feeding=True, cell="gru"),
+                 id="luong-general-feed"),
+    pytest.param(luong_model, dict(score="general", cell="lstm", num_layers=2),
+                 id="luong-general-lstm-2layers"),
+    pytest.param(luong_model, dict(score="dot", input_feeding=True, tie_embeddings=True),
+                 id="luong-dot-feed-tied"),
+    pytest.param(bahdanau_model, dict(lexical=True, share_embeddings=True, tie_embeddings=True),
+                 id="bahdanau-lexical-shared-tied"),
+    pytest.param(bahdanau_model, dict(cell="lstm", lexical=True, query_word=True),
+                 id="bahdanau-query-word"),
+    pytest.param(bahdanau_model, dict(conditional=True), id="bahdanau-conditional-gru"),
+    pytest.param(bahdanau_model,
+                 dict(cell="lstm", num_layers=2, conditional=True, query_word=True),
+                 id="bahdanau-conditional-lstm-2layers"),
+    pytest.param(bahdanau_model, dict(attention_fn="entmax15", lexical=True),
+                 id="bahdanau-entmax15"),
+    pytest.param(luong_model, dict(score="general", lexical=True), id="luong-lexical"),
+    pytest.param(luong_model, dict(score="general", attention_fn="sparsemax"),
+                 id="luong-sparsemax"),
+    pytest.param(luong_model, dict(score="dot", input_feeding=True, cell="lstm", lexical=True),
+                 id="luong-feed-lexical"),
 ]
+
+
+def compose_model(name: str, **settings: object) -> DictConfig:
+    """configs/model/<name>.yaml as the training config composes it, with `settings` set."""
+    register_configs()
+    overrides = [f"model={name}", *(f"model.{key}={value}" for key, value in settings.items())]
+    with initialize_config_dir(config_dir=str(CONFIGS), version_base="1.3"):
+        return compose("config", overrides=overrides).model
 
 
 def make_batch(lengths: list[int] = SRC_LENGTHS) -> tuple[Tensor, Tensor, Tensor]:
@@ -75,12 +94,6 @@ def make_batch(lengths: list[int] = SRC_LENGTHS) -> tuple[Tensor, Tensor, Tensor
     tgt_in = torch.randint(4, VOCAB, (len(lengths), TGT_LEN))
     tgt_in[:, 0] = BOS_ID
     return src, src != PAD_ID, tgt_in
-
-
-def rnn_model(**overrides: object) -> AttentionRNN:
-    settings: dict = dict(emb_dim=8, hidden_size=12, attn_dim=10, dropout=0.3)
-    settings.update(overrides)
-    return AttentionRNN(src_vocab_size=VOCAB, tgt_vocab_size=VOCAB, **settings).eval()
 
 
 def vanilla_model(**overrides: object) -> VanillaSeq2Seq:
@@ -187,9 +200,9 @@ def test_attention_one_step_and_all_steps_agree(attention: nn.Module):
 # ---------------------------------------------------------------- recurrent models
 
 
-@pytest.mark.parametrize("settings", RNN_VARIANTS)
-def test_rnn_attention_masks_padding_and_sums_to_one(settings: dict):
-    model = rnn_model(**settings)
+@pytest.mark.parametrize(("make", "settings"), RNN_VARIANTS)
+def test_rnn_attention_masks_padding_and_sums_to_one(make, settings: dict):
+    model = make(**settings)
     src, mask, tgt_in = make_batch()
     logits, attn = model(src, mask, tgt_in)
     assert logits.shape == (3, TGT_LEN, VOCAB)
@@ -197,9 +210,9 @@ def test_rnn_attention_masks_padding_and_sums_to_one(settings: dict):
     assert_valid_attention(attn, mask)
 
 
-@pytest.mark.parametrize("settings", RNN_VARIANTS)
-def test_rnn_attention_stepping_equals_teacher_forcing(settings: dict):
-    model = rnn_model(**settings)
+@pytest.mark.parametrize(("make", "settings"), RNN_VARIANTS)
+def test_rnn_attention_stepping_equals_teacher_forcing(make, settings: dict):
+    model = make(**settings)
     src, mask, tgt_in = make_batch()
     logits, attn = model(src, mask, tgt_in)
     step_logits, step_attn = step_through(model, src, mask, tgt_in)
@@ -213,8 +226,8 @@ def test_rnn_attention_stepping_equals_teacher_forcing(settings: dict):
     [
         lambda: vanilla_model(),
         lambda: vanilla_model(cell="lstm", bidirectional=False, num_layers=2),
-        lambda: rnn_model(score="additive"),
-        lambda: rnn_model(score="dot", input_feeding=False, cell="lstm"),
+        lambda: bahdanau_model(),
+        lambda: luong_model(score="dot", cell="lstm"),
         lambda: transformer_model(),
     ],
     ids=["vanilla-bi-gru", "vanilla-lstm-2layers", "bahdanau", "luong-dot-lstm", "transformer"],
@@ -259,8 +272,8 @@ def test_vanilla_decoder_sees_the_source_only_through_its_final_state():
     "make",
     [
         lambda: vanilla_model(cell="lstm"),
-        lambda: rnn_model(score="additive", cell="lstm"),
-        lambda: rnn_model(score="general", input_feeding=True),
+        lambda: bahdanau_model(cell="lstm"),
+        lambda: luong_model(score="general", input_feeding=True),
         lambda: transformer_model(),
     ],
     ids=["vanilla", "bahdanau", "luong-feed", "transformer"],
@@ -280,18 +293,36 @@ def test_state_reorder_follows_the_batch(make):
     assert torch.allclose(logits, expected[:, 1], atol=1e-4)
 
 
-def test_unknown_cell_or_score_is_a_user_error():
+def test_unknown_cell_score_or_attention_fn_is_a_user_error():
     with pytest.raises(UserError, match="model.cell='rnn'"):
-        rnn_model(cell="rnn")
-    with pytest.raises(UserError, match="model.score='concat'"):
-        rnn_model(score="concat")
+        bahdanau_model(cell="rnn")
+    with pytest.raises(UserError, match="model.score='additive' is not one of dot, general"):
+        luong_model(score="additive")
+    with pytest.raises(UserError, match="model.attention_fn='entmax'"):
+        luong_model(attention_fn="entmax")
 
 
-def test_input_feeding_with_the_additive_scorer_is_an_error():
-    """Bahdanau's context always feeds the RNN: the flag would do nothing, so it is refused."""
-    with pytest.raises(UserError, match="model.input_feeding=true is for Luong"):
-        rnn_model(score="additive", input_feeding=True)
-    assert rnn_model(score="dot", input_feeding=True).input_feeding
+def test_each_attention_model_takes_only_its_own_options():
+    """An option of the other model is an error, not a flag that silently does nothing:
+    Bahdanau's context always feeds its RNN and it scores additively; Luong queries with s_t."""
+    for option in ("input_feeding", "score"):
+        with pytest.raises(TypeError, match=option):
+            bahdanau_model(**{option: "dot" if option == "score" else True})
+    for option in ("query_word", "conditional", "attn_dim"):
+        with pytest.raises(TypeError, match=option):
+            luong_model(**{option: 8 if option == "attn_dim" else True})
+
+
+@pytest.mark.parametrize(
+    "make",
+    [lambda: vanilla_model(), lambda: bahdanau_model(), lambda: luong_model(score="dot")],
+    ids=["vanilla", "bahdanau", "luong"],
+)
+def test_models_with_one_attention_per_step_have_no_cross_attention_heads(make):
+    model = make()
+    assert isinstance(model, Seq2SeqModel)
+    src, mask, tgt_in = make_batch()
+    assert model.cross_attention(src, mask, tgt_in) is None
 
 
 # ---------------------------------------------------------------- transformer
@@ -379,8 +410,9 @@ def test_transformer_tied_embeddings_share_one_parameter():
     assert torch.equal(tied.src_emb.weight[5], tied.generator.weight[5])
 
 
-def test_rnn_shared_and_tied_embeddings_are_one_parameter_scaled_as_an_output_layer():
-    model = rnn_model(emb_dim=64, share_embeddings=True, tie_embeddings=True)
+@pytest.mark.parametrize("make", [bahdanau_model, luong_model], ids=["bahdanau", "luong"])
+def test_rnn_shared_and_tied_embeddings_are_one_parameter_scaled_as_an_output_layer(make):
+    model = make(emb_dim=64, share_embeddings=True, tie_embeddings=True)
     assert model.src_emb.weight is model.tgt_emb.weight is model.generator.weight
     weight = model.generator.weight
     assert torch.equal(weight[PAD_ID], torch.zeros(64))
@@ -388,15 +420,16 @@ def test_rnn_shared_and_tied_embeddings_are_one_parameter_scaled_as_an_output_la
     src, mask, tgt_in = make_batch()
     logits, _ = model(src, mask, tgt_in)
     assert logits.abs().max() < 3.0  # the first loss is near log V, not inflated by sqrt(E)
-    shared = rnn_model(share_embeddings=True)
-    assert sum(p.numel() for p in rnn_model().parameters()) == (
+    shared = make(share_embeddings=True)
+    assert sum(p.numel() for p in make().parameters()) == (
         sum(p.numel() for p in shared.parameters()) + VOCAB * 8
     )
 
 
-def test_rnn_shared_embeddings_need_one_vocabulary():
+@pytest.mark.parametrize("model_class", [Bahdanau, Luong])
+def test_rnn_shared_embeddings_need_one_vocabulary(model_class):
     with pytest.raises(ValueError, match="joint vocabulary") as raised:
-        AttentionRNN(src_vocab_size=VOCAB, tgt_vocab_size=VOCAB + 1, share_embeddings=True)
+        model_class(src_vocab_size=VOCAB, tgt_vocab_size=VOCAB + 1, share_embeddings=True)
     assert isinstance(raised.value, UserError)
 
 
@@ -417,7 +450,7 @@ def test_lexical_output_reads_the_attended_source_embedding():
 def test_lexical_model_depends_on_the_attended_source_word():
     """Changing the embedding of one source word changes the lexical model's logits even
     with the encoder states held fixed: the word reaches the output by the short path."""
-    model = rnn_model(lexical=True)
+    model = bahdanau_model(lexical=True)
     src, mask, _ = make_batch()
     enc = model.encode(src, mask)
     state = model.init_state(enc)
@@ -427,7 +460,7 @@ def test_lexical_model_depends_on_the_attended_source_word():
     changed.embedded = enc.embedded + 1.0
     other, _, _ = model.decode_step(prev, state, changed)
     assert not torch.allclose(logits, other, atol=1e-3)
-    plain = rnn_model()
+    plain = bahdanau_model()
     enc = plain.encode(src, mask)
     assert enc.embedded is None
 
@@ -435,7 +468,7 @@ def test_lexical_model_depends_on_the_attended_source_word():
 def test_conditional_decoder_queries_after_reading_the_previous_word():
     """Nematus' conditional GRU, written out with torch.gru_cell: s'_t = GRU_1(y_{t-1}, s_{t-1})
     is the attention query, and s_t = GRU_2(c_t, s'_t) is the next state."""
-    model = rnn_model(conditional=True)
+    model = bahdanau_model(conditional=True)
     src, mask, _ = make_batch()
     enc = model.encode(src, mask)
     state = model.init_state(enc)
@@ -452,7 +485,7 @@ def test_conditional_decoder_queries_after_reading_the_previous_word():
     assert torch.allclose(weights, expected, atol=1e-6)
     assert torch.allclose(new_state.hidden[0], cell(model.context_rnn, context, query), atol=1e-6)
     # the plain Bahdanau step attends with s_{t-1}, before the word is read
-    plain = rnn_model()
+    plain = bahdanau_model()
     enc = plain.encode(src, mask)
     state = plain.init_state(enc)
     _, _, weights = plain.decode_step(prev, state, enc)
@@ -474,46 +507,42 @@ def test_transformer_tied_embeddings_need_one_vocabulary():
 
 
 @pytest.mark.parametrize(
-    ("schema", "settings", "model_class"),
+    ("name", "settings", "model_class"),
     [
-        (VanillaConfig, dict(emb_dim=8, hidden_size=12), VanillaSeq2Seq),
-        (RNNAttentionConfig, dict(emb_dim=8, hidden_size=12, attn_dim=8), AttentionRNN),
-        (
-            RNNAttentionConfig,
-            dict(name="luong", score="dot", input_feeding=False, emb_dim=8, hidden_size=12),
-            AttentionRNN,
-        ),
-        (TransformerConfig, dict(d_model=16, num_heads=2, ff_dim=32), Transformer),
+        ("vanilla", dict(emb_dim=8, hidden_size=12), VanillaSeq2Seq),
+        ("bahdanau", dict(emb_dim=8, hidden_size=12, attn_dim=8), Bahdanau),
+        ("luong", dict(score="dot", emb_dim=8, hidden_size=12), Luong),
+        ("transformer", dict(d_model=16, num_heads=2, ff_dim=32), Transformer),
     ],
-    ids=["vanilla", "bahdanau", "luong", "transformer"],
 )
-def test_build_model_from_the_config_schemas(schema, settings, model_class, capsys):
-    cfg = OmegaConf.merge(OmegaConf.structured(schema), settings)
+def test_build_model_from_the_model_configs(name, settings, model_class, capsys):
+    cfg = compose_model(name, **settings)
     model = build_model(cfg, src_vocab_size=VOCAB, tgt_vocab_size=VOCAB)
     assert isinstance(model, model_class) and isinstance(model, Seq2SeqModel)
     assert model.pad_id == PAD_ID and model.tgt_vocab_size == VOCAB
-    assert model.name == cfg.name
-    assert capsys.readouterr().out.startswith(f"model: {cfg.name}, 0.")
+    assert model.name == cfg.name == name
+    assert capsys.readouterr().out == ""  # the training set-up prints the size
 
     src, mask, tgt_in = make_batch()
     logits, _ = model.eval()(src, mask, tgt_in)
     assert logits.shape == (3, TGT_LEN, VOCAB)
 
 
-@pytest.mark.parametrize(
-    "name", ["vanilla", "bahdanau", "bahdanau-lexical", "luong", "transformer"]
-)
-def test_output_positions_give_the_logits_of_the_real_positions(name: str) -> None:
+OUTPUT_POSITION_MODELS = {
+    "vanilla": ("vanilla", dict(emb_dim=8, hidden_size=12)),
+    "bahdanau": ("bahdanau", dict(emb_dim=8, hidden_size=12, attn_dim=10, lexical=False)),
+    "bahdanau-lexical": ("bahdanau", dict(emb_dim=8, hidden_size=12, attn_dim=10)),
+    "luong": ("luong", dict(emb_dim=8, hidden_size=12)),
+    "transformer": ("transformer", dict(d_model=16, num_heads=2, ff_dim=32,
+                                        num_encoder_layers=1, num_decoder_layers=1)),
+}
+
+
+@pytest.mark.parametrize("variant", list(OUTPUT_POSITION_MODELS))
+def test_output_positions_give_the_logits_of_the_real_positions(variant: str) -> None:
     """The training loop asks for logits at real target tokens only; they must be the same."""
-    schema = {"vanilla": VanillaConfig(emb_dim=8, hidden_size=12),
-              "bahdanau": RNNAttentionConfig(emb_dim=8, hidden_size=12, attn_dim=10),
-              "bahdanau-lexical": RNNAttentionConfig(emb_dim=8, hidden_size=12, attn_dim=10,
-                                                     lexical=True),
-              "luong": RNNAttentionConfig(name="luong", score="general", input_feeding=False,
-                                          emb_dim=8, hidden_size=12, attn_dim=10),
-              "transformer": TransformerConfig(d_model=16, num_heads=2, ff_dim=32,
-                                               num_encoder_layers=1, num_decoder_layers=1)}[name]
-    model = build_model(OmegaConf.structured(schema), 30, 30).eval()
+    name, settings = OUTPUT_POSITION_MODELS[variant]
+    model = build_model(compose_model(name, **settings), 30, 30).eval()
     src = torch.randint(4, 30, (3, 6))
     src_mask = torch.ones(3, 6, dtype=torch.bool)
     src_mask[1, 4:] = False

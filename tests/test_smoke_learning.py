@@ -13,7 +13,8 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from seq2seq.decoding import greedy_search
-from seq2seq.models.rnn_attention import AttentionRNN
+from seq2seq.models.bahdanau import Bahdanau
+from seq2seq.models.luong import Luong
 from seq2seq.models.transformer import Transformer
 from seq2seq.models.vanilla import VanillaSeq2Seq
 from seq2seq.tokenization import BOS_ID, EOS_ID, PAD_ID
@@ -89,14 +90,14 @@ def two_threads():
     ("make", "steps", "lr"),
     [
         pytest.param(
-            lambda: AttentionRNN(
-                src_vocab_size=VOCAB, tgt_vocab_size=VOCAB, score="additive",
+            lambda: Bahdanau(
+                src_vocab_size=VOCAB, tgt_vocab_size=VOCAB,
                 emb_dim=32, hidden_size=64, attn_dim=64, dropout=0.0,
             ),
             300, 5e-3, id="bahdanau",
         ),
         pytest.param(
-            lambda: AttentionRNN(
+            lambda: Luong(
                 src_vocab_size=VOCAB, tgt_vocab_size=VOCAB, score="dot", input_feeding=False,
                 emb_dim=32, hidden_size=64, dropout=0.0,
             ),

@@ -19,6 +19,8 @@ from collections.abc import Callable
 import torch
 from torch import Tensor, nn
 
+from seq2seq.models.layers import check_choice
+
 
 def masked_softmax(scores: Tensor, mask: Tensor) -> Tensor:
     """Softmax over the last dim that gives masked positions exactly zero weight.
@@ -96,6 +98,12 @@ ATTENTION_FNS: dict[str, Callable[[Tensor, Tensor], Tensor]] = {
 }
 
 
+def normalizer(attention_fn: str) -> Callable[[Tensor, Tensor], Tensor]:
+    """The mapping from scores to weights that `attention_fn` names (`ATTENTION_FNS`)."""
+    check_choice("attention_fn", attention_fn, tuple(ATTENTION_FNS))
+    return ATTENTION_FNS[attention_fn]
+
+
 def attend(
     scores_fn: Callable[[Tensor, Tensor], Tensor],
     query: Tensor,
@@ -138,7 +146,7 @@ class AdditiveAttention(nn.Module):
         self, query_size: int, key_size: int, attn_size: int, attention_fn: str = "softmax"
     ) -> None:
         super().__init__()
-        self.normalize = ATTENTION_FNS[attention_fn]
+        self.normalize = normalizer(attention_fn)
         self.query_proj = nn.Linear(query_size, attn_size, bias=False)
         self.key_proj = nn.Linear(key_size, attn_size)
         self.v = nn.Linear(attn_size, 1, bias=False)
@@ -170,7 +178,7 @@ class DotAttention(nn.Module):
 
     def __init__(self, attention_fn: str = "softmax") -> None:
         super().__init__()
-        self.normalize = ATTENTION_FNS[attention_fn]
+        self.normalize = normalizer(attention_fn)
 
     def project_keys(self, states: Tensor) -> Tensor:
         return states

@@ -97,6 +97,11 @@ class Seq2SeqModel(Protocol):
         """
         ...
 
+    def cross_attention(self, src_ids: Tensor, src_mask: Tensor, tgt_in: Tensor) -> Tensor | None:
+        """Teacher forcing: every decoder layer's and head's weights over the source,
+        (L, B, H, T, S), for models that have several (the Transformer); None for the rest."""
+        ...
+
 
 def count_parameters(model: nn.Module) -> int:
     return sum(p.numel() for p in model.parameters() if p.requires_grad)

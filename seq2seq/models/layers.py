@@ -1,4 +1,5 @@
-"""Pieces the recurrent models share: building, packing and stepping GRU/LSTM stacks.
+"""Pieces the recurrent models share: building, packing and stepping GRU/LSTM stacks, and the
+embeddings, bridge and output layer of the attention models (bahdanau.py, luong.py).
 
 A decoder keeps one `nn.GRU`/`nn.LSTM` module. Teacher forcing can run it over the whole target
 in one fused call; stepping calls the same weights one layer at a time through `torch.gru_cell` /
@@ -113,6 +114,42 @@ def initial_state(rnn: nn.GRU | nn.LSTM, hidden: Tensor) -> RNNState:
     """Decoder state from (B, L, H) initial hidden vectors; an LSTM's cell starts equal to them."""
     layers = tuple(hidden.unbind(dim=1))
     return RNNState(hidden=layers, cell=layers if isinstance(rnn, nn.LSTM) else None)
+
+
+def source_embedding(tgt_emb: nn.Embedding, src_vocab_size: int, share: bool) -> nn.Embedding:
+    """The source embedding: `tgt_emb` itself when `share` (one joint vocabulary), else a new
+    table of the same width and padding id."""
+    if not share:
+        return nn.Embedding(src_vocab_size, tgt_emb.embedding_dim, padding_idx=tgt_emb.padding_idx)
+    check_joint_vocabulary("share_embeddings", src_vocab_size, tgt_emb.num_embeddings)
+    return tgt_emb
+
+
+def bridge_state(bridge: nn.Linear, decoder: nn.GRU | nn.LSTM, final: Tensor) -> RNNState:
+    """The decoder's initial state tanh(W [h_fwd; h_bwd]) of a bidirectional encoder's final
+    states, layer by layer.
+
+    Args:
+        bridge: the linear map W, 2H -> H.
+        decoder: the decoder stack (L layers).
+        final: (B, L * 2H) `EncoderOutput.final`.
+    """
+    final = final.view(final.size(0), decoder.num_layers, -1)  # (B, L, 2H)
+    return initial_state(decoder, torch.tanh(bridge(final)))
+
+
+def output_layer(out_size: int, tgt_emb: nn.Embedding, tie: bool) -> nn.Linear:
+    """The projection of the output vector to the target vocabulary, (..., O) -> (..., V).
+
+    No bias, as in JoeyNMT and fairseq: the layer before it has one, and adding a (N, V) bias
+    costs as much as a fifth of the projection on a CPU. Tied: the target embedding's matrix,
+    rescaled by `init_output_embedding` (O must then be E).
+    """
+    generator = nn.Linear(out_size, tgt_emb.num_embeddings, bias=False)
+    if tie:
+        generator.weight = tgt_emb.weight
+        init_output_embedding(tgt_emb)
+    return generator
 
 
 def init_output_embedding(emb: nn.Embedding) -> None:

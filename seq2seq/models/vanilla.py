@@ -130,3 +130,7 @@ class VanillaSeq2Seq(nn.Module):
         if output_positions is not None:
             out = out.flatten(0, 1).index_select(0, output_positions)  # (N, O)
         return self.generator(self.dropout(out)), None
+
+    def cross_attention(self, src_ids: Tensor, src_mask: Tensor, tgt_in: Tensor) -> None:
+        """No attention at all."""
+        return None
