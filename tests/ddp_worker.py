@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 import torch
+import torch.distributed as dist
 from omegaconf import OmegaConf
 
 from seq2seq.checkpoint import Progress, find_resume_checkpoint
@@ -49,5 +50,10 @@ else:
                                     cfg.data.name, cfg.model.name)
     parts.checkpointer.restore(resume)
     result["rng"] = digest(torch.get_rng_state())
-print("RESULT " + json.dumps(result), flush=True)
+# One rank after the other: the lines are over 4 KiB, and longer writes of two processes to
+# one pipe can interleave.
+for rank in range(rt.world_size):
+    if rank == rt.rank:
+        print("RESULT " + json.dumps(result), flush=True)
+    dist.barrier()
 teardown(rt)
