@@ -63,7 +63,7 @@ def run(parts: TrainingParts, progress: Progress) -> RunOutcome:
                           time.monotonic() - start)
             early_stop = False
             if progress.step % parts.eval_every == 0:
-                early_stop = validate(parts, progress, time.monotonic() - start)
+                early_stop = validate_and_keep_best(parts, progress, time.monotonic() - start)
                 log.restart_clock()  # validation time is not training speed
             if progress.step % parts.save_every == 0:
                 checkpointer.save("last.pt", progress, time.monotonic() - start)
@@ -80,12 +80,12 @@ def run(parts: TrainingParts, progress: Progress) -> RunOutcome:
                   f"continue with trainer.resume={last}")
         return RunOutcome(str(stopped_by), progress.step, elapsed, interrupted=True)
     if rt.is_main and (not progress.history or progress.history[-1]["step"] != progress.step):
-        validate(parts, progress, elapsed)  # the final weights are always evaluated once
+        validate_and_keep_best(parts, progress, elapsed)  # the final weights are always validated
     checkpointer.save("last.pt", progress, elapsed)
     return RunOutcome(stopped_by or "budget", progress.step, elapsed, interrupted=False)
 
 
-def validate(parts: TrainingParts, progress: Progress, elapsed: float) -> bool:
+def validate_and_keep_best(parts: TrainingParts, progress: Progress, elapsed: float) -> bool:
     """Validate on rank 0 and keep the best weights; True when early stopping says stop."""
     if not parts.rt.is_main:
         return False
