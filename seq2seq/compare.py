@@ -1,8 +1,9 @@
 """`python -m seq2seq.compare [overrides]`: train every variant on the same data and budget,
 then write results/compare.{md,csv}, BLEU plots, the length study and the probe heatmaps.
 
-Overrides apply to every variant (e.g. `data=ding_en_de compare.max_time=300`);
-`compare.variants=[bahdanau,transformer]` picks the variants.
+Overrides named `compare.<key>` set configs/compare.yaml (`compare.max_time=300`,
+`compare.variants=[bahdanau,transformer]`, `compare.out_dir=DIR`); every other override applies
+to each variant's training config (e.g. `data=ding_en_de`).
 """
 
 from __future__ import annotations
@@ -46,11 +47,19 @@ COLUMNS = [
 ]
 
 
-def compose_variant(variant: str, overrides: list[str], run_dir: Path) -> DictConfig:
+def split_overrides(overrides: list[str]) -> tuple[list[str], list[str]]:
+    """(configs/compare.yaml's overrides without their `compare.` prefix, the others)."""
+    own = [o.removeprefix("compare.") for o in overrides if o.startswith("compare.")]
+    return own, [o for o in overrides if not o.startswith("compare.")]
+
+
+def compose_variant(
+    variant: str, max_time: float, overrides: list[str], run_dir: Path
+) -> DictConfig:
+    """A variant's training config: the comparison's budget, then the user's overrides."""
     register_configs()
     with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base="1.3"):
-        base = compose("config", overrides=overrides)
-        budget = [f"trainer.max_time={base.compare.max_time}", "trainer.progress=false"]
+        budget = [f"trainer.max_time={max_time}", "trainer.progress=false"]
         return compose(
             "config", overrides=[*budget, *overrides, f"model={variant}", f"run_dir={run_dir}"]
         )
@@ -196,15 +205,17 @@ def write_report(out_dir: Path, studies: dict[str, dict[str, Any]], command: str
 @exit_on_user_error
 def main(argv: list[str] | None = None) -> None:
     overrides = list(sys.argv[1:] if argv is None else argv)
+    own, training = split_overrides(overrides)
     register_configs()
     with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base="1.3"):
-        base = compose("config", overrides=overrides)
+        settings = compose("compare", overrides=own)
+        base = compose("config", overrides=training)  # a wrong override fails before training
     stamp = f"{datetime.now():%Y-%m-%d_%H-%M-%S}"
     root = Path(base.runs_root) / "compare" / stamp
     studies: dict[str, dict[str, Any]] = {}
-    for variant in base.compare.variants:
+    for variant in settings.variants:
         run_dir = root / variant
-        cfg = compose_variant(variant, overrides, run_dir)
+        cfg = compose_variant(variant, settings.max_time, training, run_dir)
         t = cfg.trainer
         budget = f"{t.max_time:.0f}s" if t.max_time else f"{t.max_steps} steps"
         print(f"=== {variant}: {budget} of training into {run_dir}")
@@ -212,7 +223,7 @@ def main(argv: list[str] | None = None) -> None:
         metrics = train(cfg)
         print(f"=== {variant} done in {time.monotonic() - start:.0f}s")
         studies[variant] = study_variant(variant, run_dir, metrics)
-    out_dir = Path(base.compare.out_dir)
+    out_dir = Path(settings.out_dir)
     write_report(out_dir, studies, " ".join(["python -m seq2seq.compare", *overrides]))
     (out_dir / "compare.json").write_text(json.dumps(
         {v: {k: s[k] for k in ("row", "buckets", "history")} for v, s in studies.items()},

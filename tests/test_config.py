@@ -43,7 +43,25 @@ def test_every_yaml_composes(path: Path) -> None:
 
 def test_each_model_gets_its_schedule() -> None:
     assert compose_with("model=transformer").trainer.schedule == "inverse_sqrt"
-    assert compose_with("model=bahdanau").trainer.schedule == "plateau"
+    for rnn in ("vanilla", "bahdanau", "luong"):
+        assert compose_with(f"model={rnn}").trainer.schedule == "plateau"
+    assert compose_with("experiment=peer_transformer").trainer.warmup_steps == 200
+    # a trainer chosen on the command line wins over the model's
+    assert compose_with("model=bahdanau", "trainer=transformer").trainer.schedule == "inverse_sqrt"
+
+
+def test_the_yaml_files_hold_every_value() -> None:
+    """The schemas hold types only: every composed value comes from a YAML file."""
+    cfg = compose_with("run_dir=/tmp/unused")
+    for group in ("data", "tokenizer", "model", "trainer", "decoding"):
+        OmegaConf.to_container(cfg[group], throw_on_missing=True)
+    register_configs()
+    with initialize_config_dir(config_dir=str(CONFIGS), version_base="1.3"):
+        for name in ("compare", "evaluate", "translate"):
+            values = OmegaConf.to_container(compose(name), resolve=True)
+            assert [k for k, v in values.items() if v == "???"] == (
+                [] if name == "compare" else ["ckpt"]
+            )
 
 
 @pytest.mark.parametrize(
@@ -55,6 +73,19 @@ def test_a_model_has_only_its_own_options(model: str, option: str) -> None:
     with pytest.raises(ConfigCompositionException) as err:
         compose_with(f"model={model}", f"model.{option}=1")
     assert option in str(err.value.__cause__ or err.value)
+
+
+@pytest.mark.parametrize(
+    ("data", "schema"),
+    [("ding_en_de", "DingDataConfig"), ("iwslt2017_ko_en", "HFDataConfig"),
+     ("files", "FilesDataConfig"), ("docs_en_de", "DocsDataConfig")],
+)
+def test_each_corpus_has_the_fields_of_its_source(data: str, schema: str) -> None:
+    cfg = compose_with(f"data={data}")
+    assert OmegaConf.get_type(cfg.data).__name__ == schema
+    other = "hf_path" if schema != "HFDataConfig" else "raw_path"
+    with pytest.raises(ConfigCompositionException):
+        compose_with(f"data={data}", f"data.{other}=x")
 
 
 @pytest.mark.parametrize(

@@ -8,7 +8,7 @@ import datasets
 import huggingface_hub.constants
 import pytest
 
-from seq2seq.config import DataConfig
+from seq2seq.config import FilesDataConfig
 from seq2seq.data import data_root, load_corpus
 from seq2seq.data.cleaning import clean_pairs
 from seq2seq.data.files import load_files
@@ -152,18 +152,22 @@ def test_cleaning_rules() -> None:
     assert clean_pairs(["a"], ["a b c"], max_words=10, max_ratio=1.5)[0] == [0]
 
 
+def files_config(tmp_path: Path, **settings: object) -> FilesDataConfig:
+    """A files corpus config with the cleaning of configs/data/files.yaml."""
+    values: dict = dict(
+        name="tiny", source="files", src_lang="de", tgt_lang="en", test_set="tiny-test",
+        bleu_tokenize=None, root=str(tmp_path), max_words=100, max_ratio=3.0,
+        max_train_pairs=None, probe=[],
+    )
+    values.update(settings)
+    return FilesDataConfig(**values)
+
+
 def test_load_corpus_cleans_train_only_and_reports(tmp_path: Path, capsys) -> None:
     pairs = {name: list(rows) for name, rows in PAIRS.items()}
     pairs["train"].append(("", "Empty source."))
     pairs["validation"].append(("", "Kept as published."))
-    cfg = DataConfig(
-        name="tiny",
-        source="files",
-        test_set="tiny-test",
-        root=str(tmp_path),
-        max_train_pairs=4,
-        **write_files(tmp_path, pairs),
-    )
+    cfg = files_config(tmp_path, max_train_pairs=4, **write_files(tmp_path, pairs))
     corpus = load_corpus(cfg)
     assert len(corpus["train"]) == 4
     assert len(corpus["validation"]) == 2
@@ -173,8 +177,9 @@ def test_load_corpus_cleans_train_only_and_reports(tmp_path: Path, capsys) -> No
 
 
 def test_load_corpus_unknown_source(tmp_path: Path) -> None:
+    cfg = files_config(tmp_path, source="web", **write_files(tmp_path, PAIRS))
     with pytest.raises(UserError, match="data.source='web' is unknown"):
-        load_corpus(DataConfig(name="x", source="web", test_set="x", root=str(tmp_path)))
+        load_corpus(cfg)
 
 
 def test_data_root() -> None:

@@ -7,11 +7,19 @@ published so scores compare with other work.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import datasets
 
-from seq2seq.config import DataConfig
+from seq2seq.config import (
+    DataConfig,
+    DingDataConfig,
+    DocsDataConfig,
+    FilesDataConfig,
+    HFDataConfig,
+)
 from seq2seq.data.cleaning import clean_pairs
 from seq2seq.data.ding import load_ding
 from seq2seq.data.docs import load_docs
@@ -33,42 +41,64 @@ def data_root(root: str | None) -> Path:
     return Path(root).expanduser().resolve()
 
 
+def _ding(cfg: DingDataConfig, root: Path) -> datasets.DatasetDict:
+    return load_ding(
+        raw_path=cfg.raw_path,
+        root=root,
+        src_lang=cfg.src_lang,
+        tgt_lang=cfg.tgt_lang,
+        phrase_pairs=cfg.phrase_pairs,
+    )
+
+
+def _hf(cfg: HFDataConfig, root: Path) -> datasets.DatasetDict:
+    return load_hf(
+        path=cfg.hf_path,
+        config=cfg.hf_config,
+        revision=cfg.hf_revision,
+        data_files=cfg.hf_data_files,
+        src_lang=cfg.src_lang,
+        tgt_lang=cfg.tgt_lang,
+    )
+
+
+def _files(cfg: FilesDataConfig, root: Path) -> datasets.DatasetDict:
+    return load_files(src_files=cfg.src_files, tgt_files=cfg.tgt_files)
+
+
+def _docs(cfg: DocsDataConfig, root: Path) -> datasets.DatasetDict:
+    return load_docs(
+        root=root,
+        src_lang=cfg.src_lang,
+        tgt_lang=cfg.tgt_lang,
+        sources=list(cfg.docs_sources),
+        allow_missing=cfg.allow_missing,
+    )
+
+
+# data.source -> the loader of that source's config (DingDataConfig for ding, ...)
+LOADERS: dict[str, Callable[[Any, Path], datasets.DatasetDict]] = {
+    "ding": _ding,
+    "hf": _hf,
+    "files": _files,
+    "docs": _docs,
+}
+
+
 def load_corpus(cfg: DataConfig) -> datasets.DatasetDict:
     """Load the corpus `cfg` names, clean its train split and print what it holds.
+
+    Args:
+        cfg: the config of one source, the schema its configs/data/*.yaml picks
+            (DingDataConfig, HFDataConfig, FilesDataConfig or DocsDataConfig).
 
     Returns:
         train/validation/test splits, columns src and tgt (strings), in the configured direction.
     """
-    root = data_root(cfg.root)
-    if cfg.source == "ding":
-        corpus = load_ding(
-            raw_path=cfg.raw_path,
-            root=root,
-            src_lang=cfg.src_lang,
-            tgt_lang=cfg.tgt_lang,
-            phrase_pairs=cfg.phrase_pairs,
-        )
-    elif cfg.source == "hf":
-        corpus = load_hf(
-            path=cfg.hf_path,
-            config=cfg.hf_config,
-            revision=cfg.hf_revision,
-            data_files=cfg.hf_data_files,
-            src_lang=cfg.src_lang,
-            tgt_lang=cfg.tgt_lang,
-        )
-    elif cfg.source == "files":
-        corpus = load_files(src_files=cfg.src_files, tgt_files=cfg.tgt_files)
-    elif cfg.source == "docs":
-        corpus = load_docs(
-            root=root,
-            src_lang=cfg.src_lang,
-            tgt_lang=cfg.tgt_lang,
-            sources=list(cfg.docs_sources),
-            allow_missing=cfg.allow_missing,
-        )
-    else:
-        raise UserError(f"data.source={cfg.source!r} is unknown; use ding, hf, files or docs")
+    loader = LOADERS.get(str(cfg.source))
+    if loader is None:
+        raise UserError(f"data.source={cfg.source!r} is unknown; use {', '.join(LOADERS)}")
+    corpus = loader(cfg, data_root(cfg.root))
 
     train = corpus["train"]
     keep, dropped = clean_pairs(
