@@ -7,8 +7,6 @@ config, so the model is rebuilt exactly and a mismatched tokenizer is refused.
 
 from __future__ import annotations
 
-import contextlib
-import io
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -108,12 +106,11 @@ def load_for_inference(
     tokenizer = Tokenizer.load(tok_dir)
     check_tokenizer(payload, tokenizer, path, tok_dir)
     try:
-        with contextlib.redirect_stdout(io.StringIO()):  # keep stdout for translations
-            model = build_model(
-                OmegaConf.create(payload["config"]["model"]),
-                tokenizer.src_vocab_size,
-                tokenizer.tgt_vocab_size,
-            )
+        model = build_model(
+            OmegaConf.create(payload["config"]["model"]),
+            tokenizer.src_vocab_size,
+            tokenizer.tgt_vocab_size,
+        )
     except (InstantiationException, OmegaConfBaseException, KeyError) as err:
         reason = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
         raise UserError(f"{path}: cannot build the model its config describes ({reason})") from None

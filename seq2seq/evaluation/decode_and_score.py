@@ -82,17 +82,16 @@ def split_focus(
         tgt_pieces = tokenizer.tgt_pieces(hyp.tokens) + [eos]
         items.append((hyp.attention.float().cpu(), src_pieces, tgt_pieces))
     result: dict[str, Any] = focus_metric(items).as_dict()
-    heads = getattr(model, "cross_attention", None)
-    if heads is None:
-        return result
-    # Transformer: every layer's and head's cross-attention over the chosen hypotheses.
+    # Every layer's and head's cross-attention over the chosen hypotheses (the Transformer).
     head_items = []
     for start in range(0, len(src_ids), batch_size):
         rows = range(start, min(start + batch_size, len(src_ids)))
         # Teacher-forced on the hypothesis: BOS + tokens gives one row per emitted token and EOS.
         batch = collate([src_ids[i] for i in rows], [best[i].tokens for i in rows], list(rows))
         batch = batch.to(device)
-        attn = heads(batch.src, batch.src_mask, batch.tgt_in)  # (L, B, H, T, S)
+        attn = model.cross_attention(batch.src, batch.src_mask, batch.tgt_in)  # (L, B, H, T, S)
+        if attn is None:  # one attention per step only (the RNNs)
+            return result
         for j, i in enumerate(rows):
             s_len = len(src_ids[i]) + 1
             t_len = len(best[i].tokens) + 1

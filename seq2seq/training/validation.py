@@ -137,7 +137,6 @@ class Validator:
         settings = dataclasses.replace(self.valid_settings, beam_size=1)
         with eval_mode(self.model):
             hyps = decode_ids(self.model, split.src_ids, settings, self.rt.device)
-            cross_attention = getattr(self.model, "cross_attention", None)
             for i, (src_ids, nbest) in enumerate(zip(split.src_ids, hyps, strict=True)):
                 hyp = nbest[0]
                 text = tok.decode_tgt(hyp.tokens)
@@ -149,9 +148,9 @@ class Validator:
                 fig = attention_heatmap(hyp.attention.float().cpu(), src_labels, tgt_labels,
                                         title=f"step {step}: {text}")
                 self.writer.add_figure(f"attention/probe_{i}", fig, step)
-                if cross_attention is not None:
-                    batch = collate([src_ids], [hyp.tokens], [0]).to(self.rt.device)
-                    heads = cross_attention(batch.src, batch.src_mask, batch.tgt_in)
+                batch = collate([src_ids], [hyp.tokens], [0]).to(self.rt.device)
+                heads = self.model.cross_attention(batch.src, batch.src_mask, batch.tgt_in)
+                if heads is not None:  # (L, 1, H, T, S): the Transformer's layers and heads
                     fig = head_grid(heads[-1, 0].float().cpu(), src_labels, tgt_labels,
                                     title=f"step {step}: last layer, per head")
                     self.writer.add_figure(f"attention_heads/probe_{i}", fig, step)
