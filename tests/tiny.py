@@ -71,7 +71,7 @@ def tiny_config(
     sizes = {
         "vanilla": ["model.emb_dim=16", "model.hidden_size=32"],
         "bahdanau": ["model.emb_dim=16", "model.hidden_size=32", "model.attn_dim=32"],
-        "luong": ["model.emb_dim=16", "model.hidden_size=32", "model.attn_dim=32"],
+        "luong": ["model.emb_dim=16", "model.hidden_size=32"],  # dot/general: no attn_dim
         "transformer": ["model.d_model=32", "model.num_heads=2", "model.ff_dim=64",
                         "model.num_encoder_layers=1", "model.num_decoder_layers=1",
                         "model.dropout=0.1"],  # the default 0.2 is for d_model 256
