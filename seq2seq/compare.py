@@ -23,10 +23,11 @@ from omegaconf import DictConfig
 
 from seq2seq.config import register_configs
 from seq2seq.corpus import encode_split
+from seq2seq.data import load_corpus
 from seq2seq.decoding import DecodeSettings
 from seq2seq.errors import exit_on_user_error
+from seq2seq.evaluation.aer import probe_alignment
 from seq2seq.evaluation.decode_and_score import decode_and_score, decode_ids
-from seq2seq.evaluation.focus import copied_word_weights
 from seq2seq.evaluation.metrics import bleu_by_length
 from seq2seq.inference import load_for_inference
 from seq2seq.tokenization import EOS_ID
@@ -42,8 +43,9 @@ from seq2seq.visualization import (
 CONFIG_DIR = Path(__file__).resolve().parents[1] / "configs"
 COLUMNS = [
     "variant", "parameters", "steps", "train_time_s", "train_tokens_per_s", "valid_bleu",
-    "test_bleu_greedy", "test_bleu_beam5", "test_chrf_beam5", "focus_accuracy",
-    "focus_weight", "probe_translation", "probe_copied_words",
+    "test_bleu_greedy", "test_bleu_beam5", "test_chrf_beam5", "aer", "aer_diagonal",
+    "aer_shifted", "sure_accuracy", "copy_accuracy", "aer_best_head", "probe_translation",
+    "probe_weights",
 ]
 
 
@@ -80,8 +82,6 @@ def study_variant(variant: str, run_dir: Path, metrics: dict[str, Any]) -> dict[
     """Greedy test BLEU, length buckets and the probe of a trained variant's best checkpoint."""
     loaded = load_for_inference(run_dir / "checkpoints" / "best.pt", "cpu")
     cfg = loaded.config
-    from seq2seq.data import load_corpus
-
     corpus = load_corpus(cfg.data)
     test = encode_split(loaded.tokenizer, corpus["test"]["src"], corpus["test"]["tgt"],
                         cfg.tokenizer.max_src_len, cfg.tokenizer.max_tgt_len)
@@ -89,7 +89,7 @@ def study_variant(variant: str, run_dir: Path, metrics: dict[str, Any]) -> dict[
     greedy = decode_and_score(
         loaded.model, loaded.tokenizer, test,
         DecodeSettings(1, d.length_penalty, d.max_len_a, d.max_len_b, 1, d.batch_size),
-        torch.device("cpu"), with_focus=False, bleu_tokenize=cfg.data.bleu_tokenize,
+        torch.device("cpu"), bleu_tokenize=cfg.data.bleu_tokenize,
     )
     beam_hyps = (run_dir / "test.hyp").read_text(encoding="utf-8").splitlines()
     buckets = bleu_by_length(test.src_text, beam_hyps, test.tgt_text,
@@ -108,13 +108,17 @@ def study_variant(variant: str, run_dir: Path, metrics: dict[str, Any]) -> dict[
             "src_pieces": loaded.tokenizer.src_pieces(split.src_ids[0]) + [eos],
             "tgt_pieces": loaded.tokenizer.tgt_pieces(hyp.tokens) + [eos],
         }
-        if hyp.attention is not None:
-            copied = copied_word_weights(
-                hyp.attention, probe_row["src_pieces"], probe_row["tgt_pieces"]
-            )
-            probe_row["copied"] = ", ".join(f"{word} {weight:.2f}" for word, weight in copied)
+        forced = None if cfg.data.probe_reference is None else probe_alignment(
+            loaded.model, loaded.tokenizer, probe[0], cfg.data.probe_reference,
+            torch.device("cpu"))
+        if forced is not None:  # teacher-forced on the reference, at word level
+            word_attn, src_words, tgt_words = forced
+            probe_row["weights"] = ", ".join(
+                f"{t}→{s} {float(word_attn[tgt_words.index(t), src_words.index(s)]):.2f}"
+                for t, s in cfg.data.probe_words if t in tgt_words and s in src_words)
     test_metrics = metrics["test"]
-    focus = test_metrics.get("focus") or {}
+    alignment = test_metrics.get("alignment") or {}
+    baselines = alignment.get("baselines", {})
     row = {
         "variant": variant,
         "parameters": metrics["parameters"],
@@ -125,14 +129,18 @@ def study_variant(variant: str, run_dir: Path, metrics: dict[str, Any]) -> dict[
         "test_bleu_greedy": greedy.scores.bleu,
         "test_bleu_beam5": test_metrics["bleu"],
         "test_chrf_beam5": test_metrics["chrf"],
-        "focus_accuracy": focus.get("accuracy"),
-        "focus_weight": focus.get("mean_weight"),
+        "aer": alignment.get("aer"),
+        "aer_diagonal": baselines.get("diagonal", {}).get("aer"),
+        "aer_shifted": baselines.get("diagonal_shifted", {}).get("aer"),
+        "sure_accuracy": alignment.get("sure_accuracy"),
+        "copy_accuracy": alignment.get("copy_accuracy"),
+        "aer_best_head": alignment.get("best_head", {}).get("aer"),
         "probe_translation": probe_row.get("translation", ""),
-        "probe_copied_words": probe_row.get("copied", ""),
+        "probe_weights": probe_row.get("weights", ""),
     }
     return {"row": row, "buckets": buckets, "probe": probe_row, "history": metrics["history"],
             "signature": test_metrics["bleu_signature"], "test_set": test_metrics["test_set"],
-            "focus": focus}
+            "alignment": alignment}
 
 
 def fmt(value: Any) -> str:
@@ -178,13 +186,17 @@ def write_report(out_dir: Path, studies: dict[str, dict[str, Any]], command: str
             fmt(by_name[n]["bleu"]) if n in by_name else "–" for n in bucket_names) + " |")
     counts = {b["bucket"]: b["n"] for b in any_study["buckets"]}
     lines.append("| sentences | " + " | ".join(fmt(counts.get(n)) for n in bucket_names) + " |")
-    heads = {v: s["focus"].get("heads") for v, s in studies.items() if s["focus"].get("heads")}
-    for variant, h in heads.items():
-        best = h["best_head"]
-        lines += ["", f"{variant}: best cross-attention head layer {best['layer']} head "
-                  f"{best['head']}: focus accuracy {fmt(best['accuracy'])}, mean weight "
-                  f"{fmt(best['mean_weight'])}; last-layer mean over heads: accuracy "
-                  f"{fmt(h['last_layer_mean']['accuracy'])}."]
+    lines += ["", "AER: attention teacher-forced on the test references against eflomal word "
+              "alignments (lower is better); aer_diagonal and aer_shifted score the diagonal "
+              "and the diagonal shifted by one word on the same words; probe_weights: the "
+              "first probe teacher-forced on its reference."]
+    for variant, s in studies.items():
+        if "best_head" in s["alignment"]:
+            best, layers = s["alignment"]["best_head"], s["alignment"]["layers"]
+            lines += ["", f"{variant}: best cross-attention head (chosen on validation) layer "
+                      f"{best['layer']} head {best['head']}: AER {fmt(best['aer'])}; per-layer "
+                      "mean over heads: " + ", ".join(
+                          f"layer {i} {fmt(row['aer'])}" for i, row in enumerate(layers)) + "."]
     lines += ["", "Plots: `compare_bleu.png`, `compare_curves.png`, `compare_length.png`, "
               "`probe_attention.png`.", ""]
     (out_dir / "compare.md").write_text("\n".join(lines), encoding="utf-8")

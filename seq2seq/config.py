@@ -79,6 +79,8 @@ class DataConfig:
     max_ratio: float = MISSING
     max_train_pairs: int | None = MISSING
     probe: list[str] = MISSING
+    probe_reference: str | None = MISSING
+    probe_words: list[list[str]] = MISSING  # [target word, source word] pairs
 
 
 @dataclass

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from seq2seq.alignment import Links, corpus_links
 from seq2seq.config import DataConfig, TokenizerConfig
 from seq2seq.data import data_root, load_corpus
 from seq2seq.errors import UserError
@@ -46,6 +47,9 @@ class EncodedSplit:
 class PreparedData:
     tokenizer: Tokenizer
     splits: dict[str, EncodedSplit] = field(default_factory=dict)
+    # reference word links of the validation and test pairs (seq2seq.alignment); None when the
+    # aligner is unavailable
+    links: dict[str, list[Links]] | None = None
 
 
 def encode_split(
@@ -169,13 +173,15 @@ class SegmentationSampler:
 
 
 def prepare_data(data: DataConfig, tok: TokenizerConfig, verbose: bool = True) -> PreparedData:
-    """Build (or reuse) the corpus and the tokenizer, then encode every split.
+    """Build (or reuse) the corpus, the tokenizer and the reference word links, then encode
+    every split.
 
     Training pairs over tokenizer.max_src_len/max_tgt_len pieces are dropped; validation and
     test pairs are kept, cut to fit (see `fitted_split`). `verbose` prints how many.
     """
     corpus = load_corpus(data)
-    cache_dir = data_root(data.root) / "tokenizers" / data.name
+    root = data_root(data.root)
+    cache_dir = root / "tokenizers" / data.name
     tokenizer = build_tokenizer(
         corpus,
         cache_dir,
@@ -187,7 +193,8 @@ def prepare_data(data: DataConfig, tok: TokenizerConfig, verbose: bool = True) -
         src_lang=data.src_lang,
         tgt_lang=data.tgt_lang,
     )
-    prepared = PreparedData(tokenizer)
+    texts = {split: (corpus[split]["src"], corpus[split]["tgt"]) for split in SPLITS}
+    prepared = PreparedData(tokenizer, links=corpus_links(texts, root, data.name, verbose))
     limits = f"tokenizer.max_src_len/max_tgt_len ({tok.max_src_len}/{tok.max_tgt_len}) pieces"
     for split in SPLITS:
         rows = corpus[split]

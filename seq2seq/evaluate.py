@@ -2,8 +2,10 @@
 
 Decodes a split of the corpus the checkpoint was trained on, with its tokenizer and decoding
 settings, through the same `decode_and_score` the training loop uses, so the test BLEU of a run
-is reproduced exactly. Prints BLEU and chrF with their sacrebleu signatures and the attention
-focus; writes the hypotheses and a metrics JSON next to the run (or where `output` says).
+is reproduced exactly. Prints BLEU and chrF with their sacrebleu signatures and the attention's
+agreement with the reference word alignments (AER, with the diagonal baselines; the
+Transformer's best head chosen on validation); writes the hypotheses and a metrics JSON next to
+the run (or where `output` says).
 """
 
 from __future__ import annotations
@@ -16,11 +18,12 @@ from typing import Any
 import hydra
 from omegaconf import DictConfig, OmegaConf
 
+from seq2seq.alignment import corpus_links
 from seq2seq.config import register_configs
 from seq2seq.corpus import SPLITS, encode_split
-from seq2seq.data import load_corpus
+from seq2seq.data import data_root, load_corpus
 from seq2seq.errors import UserError, exit_on_user_error
-from seq2seq.evaluation.decode_and_score import decode_and_score
+from seq2seq.evaluation.decode_and_score import choose_head, decode_and_score
 from seq2seq.evaluation.metrics import bleu_by_length
 from seq2seq.inference import load_for_inference, resolve_device, search_settings
 from seq2seq.models.base import count_parameters
@@ -55,7 +58,7 @@ def evaluate(
         tokenizer_dir: the tokenizer folder; None: `<run>/tokenizer`.
 
     Returns:
-        The metrics written to the JSON file: BLEU, chrF, signatures, focus, BLEU by source
+        The metrics written to the JSON file: BLEU, chrF, signatures, alignment, BLEU by source
         length, the split, test set name, beam size and file paths.
 
     Raises:
@@ -71,24 +74,31 @@ def evaluate(
           f"{count_parameters(loaded.model) / 1e6:.2f}M parameters, step {loaded.step}, "
           f"device {loaded.device}")
     corpus = load_corpus(cfg.data)
-    rows = corpus[split]
-    encoded = encode_split(
-        loaded.tokenizer, rows["src"], rows["tgt"], cfg.tokenizer.max_src_len,
-        cfg.tokenizer.max_tgt_len,
-    )
+    encoded = {
+        name: encode_split(loaded.tokenizer, corpus[name]["src"], corpus[name]["tgt"],
+                           cfg.tokenizer.max_src_len, cfg.tokenizer.max_tgt_len)
+        for name in {split, "validation"}
+    }
+    texts = {name: (corpus[name]["src"], corpus[name]["tgt"]) for name in SPLITS}
+    links = corpus_links(texts, data_root(cfg.data.root), cfg.data.name)
     start = time.monotonic()
     result = decode_and_score(
-        loaded.model, loaded.tokenizer, encoded, settings, loaded.device,
+        loaded.model, loaded.tokenizer, encoded[split], settings, loaded.device,
         bleu_tokenize=cfg.data.bleu_tokenize,
+        links=None if links is None or split not in links else links[split],
     )
     seconds = time.monotonic() - start
+    head = None  # the Transformer's best head: chosen on validation for the other splits
+    if links is not None and split != "validation":
+        head = choose_head(loaded.model, loaded.tokenizer, encoded["validation"],
+                           links["validation"], loaded.device)
     run_dir = loaded.checkpoint.parent.parent
     hyp_path = Path(output) if output is not None else (
         run_dir / f"{split}.beam{settings.beam_size}.hyp"
     )
     json_path = metrics_path(hyp_path)
     metrics = {
-        **result.summary(),
+        **result.summary(head),
         "split": split,
         "data": cfg.data.name,
         "test_set": cfg.data.test_set if split == "test" else f"{cfg.data.name} {split}",
@@ -98,7 +108,7 @@ def evaluate(
             result.sources, result.hypotheses, result.references,
             tokenize=cfg.data.bleu_tokenize,
         ),
-        "truncated": encoded.truncated,
+        "truncated": encoded[split].truncated,
         "decode_seconds": round(seconds, 2),
         "checkpoint": str(loaded.checkpoint),
         "step": loaded.step,
@@ -123,26 +133,40 @@ def report(metrics: dict[str, Any]) -> str:
         f"  BLEU {metrics['bleu']:.2f}  {metrics['bleu_signature']}",
         f"  chrF {metrics['chrf']:.2f}  {metrics['chrf_signature']}",
     ]
-    focus = metrics["focus"]
-    if not focus:
-        lines.append("  focus: none (the model has no attention)")
-    elif focus["accuracy"] is None:
-        lines.append("  focus: no copy-aligned target word to measure")
-    else:
-        lines.append(f"  focus accuracy {focus['accuracy']:.3f}, mean weight "
-                     f"{focus['mean_weight']:.3f} over {focus['n_words']} copied words")
-        heads = focus.get("heads")
-        if heads and heads["best_head"]["accuracy"] is not None:
-            best, last = heads["best_head"], heads["last_layer_mean"]
-            lines.append(f"  best head: layer {best['layer']} head {best['head']} accuracy "
-                         f"{best['accuracy']:.3f}; last-layer mean accuracy "
-                         f"{last['accuracy']:.3f}")
+    lines += alignment_lines(metrics["alignment"])
     buckets = ", ".join(f"{row['bucket']}: {row['bleu']:.1f} ({row['n']})"
                         for row in metrics["bleu_by_length"])
     lines.append(f"  BLEU by source words: {buckets}")
     if metrics["truncated"]:
         lines.append(f"  {metrics['truncated']} sentences were truncated to the max length")
     return "\n".join(lines)
+
+
+def alignment_lines(report: dict[str, Any] | None) -> list[str]:
+    """The attention-alignment figures of a split as printed lines."""
+    if report is None:
+        return ["  attention alignment: none (no attention, or no reference links)"]
+
+    def figures(row: dict[str, Any]) -> str:
+        def fmt(key: str) -> str:
+            return "n/a" if row.get(key) is None else f"{row[key]:.3f}"
+
+        return f"AER {fmt('aer')}, sure-link accuracy {fmt('sure_accuracy')}" + (
+            f", mass {fmt('sure_mass')}" if "sure_mass" in row else "")
+
+    base = report["baselines"]
+    lines = [
+        f"  attention vs word alignments: {figures(report)} ({report['sure_words']} words); "
+        f"copies {report['copy_accuracy'] or 0:.3f} of {report['copy_words']}",
+        f"  baselines: diagonal {figures(base['diagonal'])}; "
+        f"shifted by one {figures(base['diagonal_shifted'])}",
+    ]
+    if "best_head" in report:
+        best = report["best_head"]
+        layers = ", ".join(f"{row['aer']:.3f}" for row in report["layers"])
+        lines.append(f"  best head (chosen on {best['chosen_on']}): layer {best['layer']} head "
+                     f"{best['head']} {figures(best)}; per-layer mean AER {layers}")
+    return lines
 
 
 @hydra.main(config_path="../configs", config_name="evaluate", version_base="1.3")

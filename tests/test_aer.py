@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from seq2seq.alignment import Links, reference_links, symmetrize, word_spans, words
 from seq2seq.evaluation.aer import (
     Counts,
     WordPair,
@@ -18,10 +19,7 @@ from seq2seq.evaluation.aer import (
     sentence_counts,
     word_attention,
 )
-from seq2seq.evaluation.alignment import Links, reference_links, symmetrize, word_spans, words
 from tests.tiny import pairs
-
-EOS = -1  # a readable name for the last column of a word-attention matrix
 
 
 def links(sure: set[tuple[int, int]], possible: set[tuple[int, int]] = frozenset()) -> Links:

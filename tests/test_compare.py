@@ -25,7 +25,9 @@ def test_compare_writes_the_report(tmp_path: Path) -> None:
     assert [r["variant"] for r in rows] == ["vanilla", "bahdanau"]
     assert list(rows[0]) == COLUMNS
     assert all(int(r["steps"]) == 150 for r in rows)
-    assert rows[0]["focus_accuracy"] == "" and rows[1]["focus_accuracy"] != ""
+    assert rows[0]["aer"] == "" and rows[1]["aer"] != ""  # the vanilla model has no attention
+    assert rows[0]["aer_diagonal"] == "" and float(rows[1]["aer_diagonal"]) >= 0
+    assert rows[1]["probe_weights"].startswith("Jane→Jane ")  # teacher-forced on the reference
     report = (out / "compare.md").read_text(encoding="utf-8")
     assert "| vanilla |" in report and "by source length" in report
     for name in ("compare_bleu.png", "compare_curves.png", "compare_length.png",

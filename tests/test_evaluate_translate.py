@@ -16,6 +16,7 @@ from hydra import compose, initialize_config_dir
 from hydra.errors import ConfigCompositionException
 from omegaconf import OmegaConf
 
+from seq2seq.alignment import Links, words
 from seq2seq.checkpoint import load_checkpoint, save_checkpoint
 from seq2seq.config import register_configs
 from seq2seq.corpus import encode_split
@@ -45,6 +46,17 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp / "run"
 
 
+def same_figures(a: object, b: object) -> bool:
+    """Equal reports, floats to 1e-6 (another thread count may round the sums differently)."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(same_figures(a[k], b[k]) for k in a)
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(same_figures(x, y) for x, y in zip(a, b, strict=True))
+    if isinstance(a, float) and isinstance(b, float):
+        return a == pytest.approx(b, rel=1e-6)
+    return a == b
+
+
 def cli(app: str, *args: str, stdin: bytes = b"") -> subprocess.CompletedProcess[bytes]:
     return subprocess.run([sys.executable, "-m", f"seq2seq.{app}", *args], input=stdin,
                           cwd=ROOT, capture_output=True, timeout=120)
@@ -65,7 +77,8 @@ def test_evaluate_reproduces_the_test_bleu_of_training(run: Path) -> None:
     assert sum(row["n"] for row in metrics["bleu_by_length"]) == 20
     assert f"BLEU {trained['bleu']:.2f}  {trained['bleu_signature']}" in stdout
     assert f"chrF {trained['chrf']:.2f}  {trained['chrf_signature']}" in stdout
-    assert "files-test" in stdout and "focus accuracy" in stdout
+    assert "files-test" in stdout and "attention vs word alignments: AER" in stdout
+    assert same_figures(metrics["alignment"], trained["alignment"])  # same links and attention
 
 
 def test_translate_keeps_empty_lines_and_writes_heatmaps(run: Path, tmp_path: Path) -> None:
@@ -240,22 +253,28 @@ def transformer_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def test_evaluation_runs_the_model_in_eval_mode(transformer_run: Path) -> None:
-    """A model left in training mode (as the loop leaves it) gives the same per-head focus on
-    every call: decoding and the teacher-forced heads both run without dropout, and the
-    caller's mode comes back."""
+    """A model left in training mode (as the loop leaves it) gives the same per-head alignment
+    figures on every call: decoding and the teacher-forced heads both run without dropout, and
+    the caller's mode comes back."""
     loaded = load_for_inference(transformer_run / "checkpoints/best.pt", "cpu")
     split = encode_split(loaded.tokenizer, SOURCES, REFERENCES, 256, 256)
+    # the tiny sentences translate word for word: word i <-> word i
+    links = [Links(frozenset((i, i) for i in range(len(words(s)))),
+                   frozenset((i, i) for i in range(len(words(s))))) for s in SOURCES]
     settings = DecodeSettings(beam_size=2)
     loaded.model.train()
-    first = decode_and_score(loaded.model, loaded.tokenizer, split, settings, loaded.device)
-    second = decode_and_score(loaded.model, loaded.tokenizer, split, settings, loaded.device)
+    first, second = (
+        decode_and_score(loaded.model, loaded.tokenizer, split, settings, loaded.device,
+                         links=links).summary()
+        for _ in range(2)
+    )
     assert loaded.model.training
-    assert first.focus["heads"]["best_head"]["n_words"] > 0
-    assert first.focus["heads"] == second.focus["heads"]
-    assert first.hypotheses == second.hypotheses
+    assert first["alignment"]["sure_words"] == sum(len(words(s)) for s in SOURCES)
+    assert first["alignment"]["heads"] == second["alignment"]["heads"]
+    assert first == second
 
 
-def test_evaluate_reproduces_the_per_head_focus_of_training(transformer_run: Path) -> None:
+def test_evaluate_reproduces_the_per_head_alignment_of_training(transformer_run: Path) -> None:
     trained = json.loads((transformer_run / "metrics.json").read_text())["test"]
     proc = cli("evaluate", f"ckpt={transformer_run / 'checkpoints/best.pt'}", "split=test",
                f"beam_size={trained['beam_size']}", "device=cpu")
@@ -263,7 +282,7 @@ def test_evaluate_reproduces_the_per_head_focus_of_training(transformer_run: Pat
     out = transformer_run / f"test.beam{trained['beam_size']}.hyp"
     metrics = json.loads(out.with_suffix(".metrics.json").read_text())
     assert metrics["bleu"] == trained["bleu"]
-    heads, trained_heads = metrics["focus"]["heads"], trained["focus"]["heads"]
-    assert heads["best_head"]["n_words"] == trained_heads["best_head"]["n_words"] > 0
-    for part in ("best_head", "last_layer_mean"):
-        assert heads[part] == pytest.approx(trained_heads[part], rel=1e-6), part
+    ours, theirs = metrics["alignment"], trained["alignment"]
+    assert ours["best_head"]["chosen_on"] == theirs["best_head"]["chosen_on"] == "validation"
+    assert ours["best_head"]["sure_words"] == theirs["best_head"]["sure_words"] > 0
+    assert same_figures(ours, theirs)

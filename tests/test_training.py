@@ -47,14 +47,27 @@ def test_train_writes_the_run_folder(tmp_path: Path, model: str) -> None:
     assert len((run / "test.hyp").read_text(encoding="utf-8").splitlines()) == 20
     assert [row["step"] for row in saved["history"]] == [75, 150]
     assert saved["test"]["bleu"] > 10  # the tiny corpus is learnt: names are copied
-    assert saved["test"]["focus"]["accuracy"] is not None
+    alignment = saved["test"]["alignment"]
+    assert 0 <= alignment["aer"] <= 1 and alignment["sure_words"] > 0
+    assert {"diagonal", "diagonal_shifted"} == set(alignment["baselines"])
     events = EventAccumulator(str(run / "tensorboard"), size_guidance={"images": 0}).Reload()
     scalars = set(events.Tags()["scalars"])
     assert {"train/loss", "train/ppl", "train/lr", "train/grad_norm", "train/tokens_per_s",
-            "valid/loss", "valid/bleu", "valid/chrf", "valid/focus_accuracy"} <= scalars
+            "valid/loss", "valid/bleu", "valid/chrf", "valid/aer", "valid/aer_diagonal",
+            "valid/aer_diagonal_shifted", "valid/sure_accuracy", "valid/copy_accuracy"} <= scalars
     assert len(events.Images("attention/probe_0")) == 2  # one heatmap per evaluation
+    # the probe teacher-forced on its reference, with the seeds' two weights, every evaluation
+    assert len(events.Images("attention/probe_0_reference")) == 2
+    for pair in ("probe/Jane->Jane", "probe/store->Laden"):
+        weights = [event.value for event in events.Scalars(pair)]
+        assert [event.step for event in events.Scalars(pair)] == [75, 150]
+        assert all(0 <= w <= 1 for w in weights)
+    assert events.Scalars("probe/Jane->Jane")[-1].value > 0.5  # the tiny model copies names
     if model == "transformer":
         assert len(events.Images("attention_heads/probe_0")) == 2
+        assert {"valid/aer_best_head", "valid/aer_layer0"} <= scalars
+        assert alignment["best_head"]["chosen_on"] == "validation"
+        assert len(alignment["heads"]) == len(alignment["layers"]) == 1  # one tiny layer
 
 
 def weights(path: Path) -> dict[str, torch.Tensor]:

@@ -49,6 +49,8 @@ def corpus_overrides(data_root: Path) -> list[str]:
         *(f"data.{side}_files.{split}={path}" for side in ("src", "tgt")
           for split, path in files[side].items()),
         "data.probe=['Jane ging in den Laden.']",
+        "data.probe_reference='Jane went to the store.'",
+        "data.probe_words=[[Jane,Jane],[store,Laden]]",
         "tokenizer.vocab_size=400",
     ]
 

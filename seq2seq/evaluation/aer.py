@@ -29,9 +29,9 @@ from dataclasses import dataclass, fields
 import torch
 from torch import Tensor, nn
 
+from seq2seq.alignment import Links, word_spans, words
 from seq2seq.data.batching import collate
-from seq2seq.evaluation.alignment import Links, word_spans, words
-from seq2seq.tokenization import Tokenizer
+from seq2seq.tokenization import EOS_ID, Tokenizer
 
 TIE = 1e-6  # relative margin under which the two largest columns count as a tie
 
@@ -237,8 +237,9 @@ def score_alignment(
     links: list[Links],
     device: torch.device,
     batch_size: int = 64,
-) -> SplitAlignment:
-    """Teacher-force the references and score the attention against `links`.
+) -> SplitAlignment | None:
+    """Teacher-force the references and score the attention against `links`; None for a model
+    without attention (the vanilla model).
 
     The caller runs the model in eval mode. Pairs whose piece ids were cut to the maximum
     length are not scored (their words would have no pieces); `skipped` counts them.
@@ -254,7 +255,7 @@ def score_alignment(
         batch = batch.to(device)
         _, attn = model(batch.src, batch.src_mask, batch.tgt_in, need_attn=True)  # (B, T, S)
         if attn is None:
-            return result  # the vanilla model has no attention
+            return None
         heads = model.cross_attention(batch.src, batch.src_mask, batch.tgt_in)  # (L,B,H,T,S)
         for b, i in enumerate(chunk):
             pair = WordPair.of(src_text[i], tgt_text[i], src_spans[i], tgt_spans[i], links[i])
@@ -277,3 +278,22 @@ def score_alignment(
                 for head in range(num_heads):
                     result.heads[layer][head] += pair.counts(word_heads[layer, head])
     return result
+
+
+def probe_alignment(
+    model: nn.Module, tokenizer: Tokenizer, src_text: str, tgt_text: str,
+    device: torch.device,
+) -> tuple[Tensor, list[str], list[str]] | None:
+    """The probe sentence teacher-forced on its reference, at word level: (Tw, Sw + 1) word
+    attention, the source words (and EOS) and the target words; None without attention.
+    The caller runs the model in eval mode."""
+    src_ids, tgt_ids = tokenizer.encode_src([src_text])[0], tokenizer.encode_tgt([tgt_text])[0]
+    batch = collate([src_ids], [tgt_ids], [0]).to(device)
+    with torch.inference_mode():
+        _, attn = model(batch.src, batch.src_mask, batch.tgt_in, need_attn=True)  # (1, T, S)
+    if attn is None:
+        return None
+    pair = WordPair.of(src_text, tgt_text, tokenizer.src_spans([src_text])[0],
+                       tokenizer.tgt_spans([tgt_text])[0], Links(frozenset(), frozenset()))
+    eos = tokenizer.src_pieces([EOS_ID])[0]
+    return pair.word_attention(attn[0]), [*pair.src, eos], pair.tgt

@@ -6,16 +6,16 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import torch
 from torch import nn
 
+from seq2seq.alignment import Links
 from seq2seq.corpus import EncodedSplit
-from seq2seq.data.batching import collate
 from seq2seq.decoding import DecodeSettings, Hypothesis, translate_batches
-from seq2seq.evaluation.focus import focus_metric, transformer_focus
+from seq2seq.evaluation.aer import SplitAlignment, score_alignment
 from seq2seq.evaluation.metrics import Scores, score
 from seq2seq.tokenization import EOS_ID, Tokenizer
 
@@ -27,10 +27,13 @@ class SplitResult:
     sources: list[str]
     scores: Scores
     nbest: list[list[Hypothesis]]
-    focus: dict[str, Any] = field(default_factory=dict)
+    alignment: SplitAlignment | None = None  # attention against the reference links
 
-    def summary(self) -> dict[str, Any]:
-        return {**self.scores.as_dict(), "focus": self.focus}
+    def summary(self, head: tuple[int, int] | None = None) -> dict[str, Any]:
+        """The scores and, with reference links, the attention alignment (`head`: the
+        Transformer head chosen on validation; None chooses on this split)."""
+        alignment = None if self.alignment is None else self.alignment.report(head)
+        return {**self.scores.as_dict(), "alignment": alignment}
 
 
 @contextlib.contextmanager
@@ -63,49 +66,6 @@ def decode_ids(
         )
 
 
-@torch.inference_mode()
-def split_focus(
-    model: nn.Module,
-    tokenizer: Tokenizer,
-    src_ids: list[list[int]],
-    best: list[Hypothesis],
-    device: torch.device,
-    batch_size: int = 64,
-) -> dict[str, Any]:
-    """The attention focus metric (DESIGN.md) of the chosen hypotheses; {} without attention."""
-    eos = tokenizer.tgt_pieces([EOS_ID])[0]
-    items = []
-    for ids, hyp in zip(src_ids, best, strict=True):
-        if hyp.attention is None:
-            return {}
-        src_pieces = tokenizer.src_pieces(ids) + [eos]
-        tgt_pieces = tokenizer.tgt_pieces(hyp.tokens) + [eos]
-        items.append((hyp.attention.float().cpu(), src_pieces, tgt_pieces))
-    result: dict[str, Any] = focus_metric(items).as_dict()
-    # Every layer's and head's cross-attention over the chosen hypotheses (the Transformer).
-    head_items = []
-    for start in range(0, len(src_ids), batch_size):
-        rows = range(start, min(start + batch_size, len(src_ids)))
-        # Teacher-forced on the hypothesis: BOS + tokens gives one row per emitted token and EOS.
-        batch = collate([src_ids[i] for i in rows], [best[i].tokens for i in rows], list(rows))
-        batch = batch.to(device)
-        attn = model.cross_attention(batch.src, batch.src_mask, batch.tgt_in)  # (L, B, H, T, S)
-        if attn is None:  # one attention per step only (the RNNs)
-            return result
-        for j, i in enumerate(rows):
-            s_len = len(src_ids[i]) + 1
-            t_len = len(best[i].tokens) + 1
-            head_items.append(
-                (
-                    attn[:, j, :, :t_len, :s_len].float().cpu(),
-                    tokenizer.src_pieces(src_ids[i]) + [eos],
-                    tokenizer.tgt_pieces(best[i].tokens) + [eos],
-                )
-            )
-    result["heads"] = transformer_focus(head_items)
-    return result
-
-
 def decode_and_score(
     model: nn.Module,
     tokenizer: Tokenizer,
@@ -113,18 +73,34 @@ def decode_and_score(
     settings: DecodeSettings,
     device: torch.device,
     max_sentences: int | None = None,
-    with_focus: bool = True,
+    links: list[Links] | None = None,
     bleu_tokenize: str | None = None,
 ) -> SplitResult:
-    """Decode the sources of a split, detokenize and score against the text references.
-    The model runs in eval mode throughout (decoding and the teacher-forced focus)."""
+    """Decode the sources of a split, detokenize and score against the text references; with
+    the split's reference `links`, also score the attention teacher-forced on the references
+    (`seq2seq.evaluation.aer`). The model runs in eval mode throughout."""
     n = len(split) if max_sentences is None else min(max_sentences, len(split))
     src_ids = split.src_ids[:n]
+    alignment = None
     with eval_mode(model):
         nbest = decode_ids(model, src_ids, settings, device)
-        best = [hyps[0] for hyps in nbest]
-        focus = split_focus(model, tokenizer, src_ids, best, device) if with_focus else {}
+        if links is not None:
+            alignment = score_alignment(model, tokenizer, split.src_text[:n], split.tgt_text[:n],
+                                        src_ids, split.tgt_ids[:n], links[:n], device)
+    best = [hyps[0] for hyps in nbest]
     hypotheses = [tokenizer.decode_tgt(h.tokens) for h in best]
     references = split.tgt_text[:n]
     scores = score(hypotheses, references, tokenize=bleu_tokenize)
-    return SplitResult(hypotheses, references, split.src_text[:n], scores, nbest, focus)
+    return SplitResult(hypotheses, references, split.src_text[:n], scores, nbest, alignment)
+
+
+def choose_head(
+    model: nn.Module, tokenizer: Tokenizer, split: EncodedSplit, links: list[Links],
+    device: torch.device,
+) -> tuple[int, int] | None:
+    """The (layer, head) whose attention agrees best with `links` on `split` (lowest AER),
+    teacher-forced; None for a model without heads. Chosen on validation, reported on test."""
+    with eval_mode(model):
+        found = score_alignment(model, tokenizer, split.src_text, split.tgt_text, split.src_ids,
+                                split.tgt_ids, links, device)
+    return None if found is None else found.best_head()

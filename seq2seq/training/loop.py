@@ -1,6 +1,6 @@
 """`train(cfg) -> metrics`: the training loop, readable as the algorithm.
 
-batch -> loss -> update; now and then: log, validate (BLEU, chrF, focus, probe heatmaps) and
+batch -> loss -> update; now and then: log, validate (BLEU, chrF, AER, probe heatmaps) and
 keep the best weights, checkpoint. Budgets: max_steps, max_epochs, max_time, early stopping on
 validation BLEU. A run folder holds checkpoints/{last,best}.pt, tensorboard/, metrics.json,
 test.hyp, config.yaml and tokenizer/.
@@ -99,11 +99,12 @@ def validate_and_keep_best(parts: TrainingParts, progress: Progress, elapsed: fl
         progress.evals_since_best += 1
     if parts.lower_lr_on_plateau and parts.plateau.update(row["valid_bleu"]):
         tqdm.write(f"validation BLEU stalled: learning rate scale now {parts.plateau.scale:g}")
-    focus = row.get("valid_focus_accuracy")
+    aer = row.get("valid_aer")
     tqdm.write(
         f"step {progress.step} ({elapsed:.0f}s): valid loss {row['valid_loss']:.3f} "
         f"ppl {row['valid_ppl']:.1f} BLEU {row['valid_bleu']:.2f} chrF {row['valid_chrf']:.1f}"
-        + (f" focus {focus:.2f}" if focus is not None else "")
+        + (f" AER {aer:.2f} (diagonal {row['valid_aer_diagonal']:.2f})"
+           if aer is not None else "")
         + (" (best)" if improved else "")
     )
     return parts.budget.patience_spent(progress)
@@ -152,9 +153,9 @@ def train(cfg: DictConfig) -> dict[str, Any]:
             test = parts.validator.final_test(parts.model, parts.checkpointer.best,
                                               run_dir / "test.hyp", progress.step)
             metrics["test"] = test
-            focus = test.get("focus", {}).get("accuracy")
+            aer = (test["alignment"] or {}).get("aer")
             print(f"test ({test['test_set']}, beam {test['beam_size']}): BLEU {test['bleu']:.2f} "
-                  f"chrF {test['chrf']:.1f}" + (f" focus {focus:.2f}" if focus is not None else "")
+                  f"chrF {test['chrf']:.1f}" + (f" AER {aer:.2f}" if aer is not None else "")
                   + f"\n  {test['bleu_signature']}")
         if rt.is_main:
             (run_dir / "metrics.json").write_text(json.dumps(metrics, indent=2))

@@ -125,6 +125,8 @@ def build_parts(cfg: DictConfig, rt: Runtime, data: PreparedData, run_dir: Path)
         batch_tokens=t.batch_tokens, pad_to_multiple=t.pad_to_multiple,
         max_sentences=t.eval_max_sentences, bleu_tokenize=cfg.data.bleu_tokenize,
         test_set=cfg.data.test_set, probe=list(cfg.data.probe),
+        probe_reference=cfg.data.probe_reference,
+        probe_words=[list(pair) for pair in cfg.data.probe_words], links=data.links,
     )
     config: dict[str, Any] = OmegaConf.to_container(  # type: ignore[assignment]
         cfg, resolve=True, enum_to_str=True

@@ -1,8 +1,10 @@
 """Validation during training and the final test, on the evaluated weights.
 
-Validation measures the loss, BLEU, chrF and attention focus on the validation split and shows
-a few samples and the probe sentences' attention heatmaps in TensorBoard. The final test
-decodes the test split with beam search, scores it and writes the hypotheses.
+Validation measures the loss, BLEU, chrF and the attention's agreement with word alignments
+(AER, `seq2seq.evaluation.aer`) on the validation split and shows a few samples and the probe
+sentences' attention heatmaps in TensorBoard, the first probe also teacher-forced on its
+reference at word level. The final test decodes the test split with beam search, scores it
+and writes the hypotheses; the Transformer's best head is chosen on validation.
 """
 
 from __future__ import annotations
@@ -17,11 +19,18 @@ import torch
 from torch import nn
 from torch.utils.tensorboard import SummaryWriter
 
+from seq2seq.alignment import Links
 from seq2seq.checkpoint import load_checkpoint
 from seq2seq.corpus import PreparedData, encode_split
 from seq2seq.data.batching import collate, token_batches
 from seq2seq.decoding import DecodeSettings
-from seq2seq.evaluation.decode_and_score import decode_and_score, decode_ids, eval_mode
+from seq2seq.evaluation.aer import probe_alignment
+from seq2seq.evaluation.decode_and_score import (
+    choose_head,
+    decode_and_score,
+    decode_ids,
+    eval_mode,
+)
 from seq2seq.runtime import Runtime
 from seq2seq.tokenization import EOS_ID, PAD_ID
 from seq2seq.training.loss import token_losses
@@ -44,6 +53,9 @@ class Validator:
         bleu_tokenize: sacrebleu's tokenizer; None: its default for the target language.
         test_set: the name every test score carries.
         probe: sentences translated at every validation, their heatmaps to TensorBoard.
+        probe_reference: the first probe sentence's reference, for its teacher-forced heatmap.
+        probe_words: [target word, source word] pairs whose probe weight is logged.
+        links: the reference word links of the validation and test splits; None: no AER.
     """
 
     def __init__(
@@ -61,6 +73,9 @@ class Validator:
         bleu_tokenize: str | None = None,
         test_set: str = "test",
         probe: list[str] | None = None,
+        probe_reference: str | None = None,
+        probe_words: list[list[str]] | None = None,
+        links: dict[str, list[Links]] | None = None,
     ) -> None:
         self.model, self.data, self.rt, self.writer = model, data, rt, writer
         self.valid_settings, self.test_settings = valid_settings, test_settings
@@ -68,6 +83,8 @@ class Validator:
         self.max_sentences, self.bleu_tokenize = max_sentences, bleu_tokenize
         self.test_set = test_set
         self.probe = list(probe or [])
+        self.probe_reference, self.probe_words = probe_reference, list(probe_words or [])
+        self.links = links
 
     @torch.inference_mode()
     def loss(self) -> float:
@@ -98,6 +115,7 @@ class Validator:
         result = decode_and_score(
             self.model, self.data.tokenizer, self.data.splits["validation"], self.valid_settings,
             self.rt.device, max_sentences=self.max_sentences, bleu_tokenize=self.bleu_tokenize,
+            links=None if self.links is None else self.links["validation"],
         )
         row = {
             "step": step,
@@ -107,9 +125,8 @@ class Validator:
             "valid_bleu": result.scores.bleu,
             "valid_chrf": result.scores.chrf,
         }
-        if result.focus:
-            row["valid_focus_accuracy"] = result.focus["accuracy"]
-            row["valid_focus_weight"] = result.focus["mean_weight"]
+        if result.alignment is not None:
+            row.update(alignment_row(result.summary()["alignment"]))
         if self.writer is not None:
             for key, value in row.items():
                 if key.startswith("valid_") and value is not None:
@@ -131,6 +148,8 @@ class Validator:
         Transformer, the last layer's heads) go to TensorBoard."""
         if not self.probe or self.writer is None:
             return
+        if self.probe_reference is not None:
+            self.log_probe_alignment(step)
         tok = self.data.tokenizer
         split = encode_split(tok, self.probe, [""] * len(self.probe), 10_000, 10_000)
         eos = tok.tgt_pieces([EOS_ID])[0]
@@ -155,6 +174,26 @@ class Validator:
                                     title=f"step {step}: last layer, per head")
                     self.writer.add_figure(f"attention_heads/probe_{i}", fig, step)
 
+    def log_probe_alignment(self, step: int) -> None:
+        """The first probe sentence teacher-forced on its reference at word level: a heatmap
+        with the weight of each `probe_words` pair on it, and those weights as scalars."""
+        assert self.writer is not None and self.probe_reference is not None
+        with eval_mode(self.model):
+            found = probe_alignment(self.model, self.data.tokenizer, self.probe[0],
+                                    self.probe_reference, self.rt.device)
+        if found is None:
+            return
+        word_attn, src_words, tgt_words = found
+        weights = []
+        for target, source in self.probe_words:
+            if target in tgt_words and source in src_words:
+                weight = float(word_attn[tgt_words.index(target), src_words.index(source)])
+                self.writer.add_scalar(f"probe/{target}->{source}", weight, step)
+                weights.append(f"{target}→{source} {weight:.2f}")
+        fig = attention_heatmap(word_attn, src_words, tgt_words,
+                                title=f"step {step}, teacher-forced: " + ", ".join(weights))
+        self.writer.add_figure("attention/probe_0_reference", fig, step)
+
     def final_test(
         self, trained: nn.Module, best: Path, hypotheses: Path, step: int
     ) -> dict[str, Any]:
@@ -169,12 +208,29 @@ class Validator:
         start = time.monotonic()
         result = decode_and_score(model, self.data.tokenizer, self.data.splits["test"],
                                   self.test_settings, self.rt.device,
-                                  bleu_tokenize=self.bleu_tokenize)
+                                  bleu_tokenize=self.bleu_tokenize,
+                                  links=None if self.links is None else self.links["test"])
         seconds = time.monotonic() - start
         hypotheses.write_text("\n".join(result.hypotheses) + "\n", encoding="utf-8")
         if self.writer is not None:
             self.writer.add_scalar("test/bleu", result.scores.bleu, step)
             self.writer.add_scalar("test/chrf", result.scores.chrf, step)
-        return {**result.summary(), "test_set": self.test_set,
+        head = None if self.links is None else choose_head(
+            model, self.data.tokenizer, self.data.splits["validation"], self.links["validation"],
+            self.rt.device)
+        return {**result.summary(head), "test_set": self.test_set,
                 "beam_size": self.test_settings.beam_size, "decode_seconds": round(seconds, 2),
                 "checkpoint": scored}
+
+
+def alignment_row(report: dict[str, Any]) -> dict[str, float | None]:
+    """The figures of an alignment report logged at every validation (history, TensorBoard)."""
+    row = {f"valid_{key}": report[key] for key in
+           ("aer", "sure_accuracy", "sure_mass", "copy_accuracy", "copy_mass")}
+    for name, baseline in report["baselines"].items():
+        row[f"valid_aer_{name}"] = baseline["aer"]
+    if "best_head" in report:
+        row["valid_aer_best_head"] = report["best_head"]["aer"]
+        for layer, figures in enumerate(report["layers"]):
+            row[f"valid_aer_layer{layer}"] = figures["aer"]
+    return row

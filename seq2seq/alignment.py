@@ -147,3 +147,19 @@ def write_links(links: list[Links], sure_path: Path, possible_path: Path) -> Non
 def read_links(sure_path: Path, possible_path: Path) -> list[Links]:
     sure, possible = sure_path.read_text().splitlines(), possible_path.read_text().splitlines()
     return [Links(parse_links(s), parse_links(p)) for s, p in zip(sure, possible, strict=True)]
+
+
+def corpus_links(
+    corpus: dict[str, tuple[list[str], list[str]]], root: Path, name: str, verbose: bool = True
+) -> dict[str, list[Links]] | None:
+    """The reference links of a corpus's validation and test splits (aligned with its training
+    split), cached under `root`/alignments/`name`; None when eflomal is unavailable.
+
+    Args:
+        corpus: split name -> (source texts, target texts), as the corpus loader returns them.
+        root: the data folder.
+        name: the corpus config's name (one cache per corpus and direction).
+        verbose: print what was aligned or reused.
+    """
+    links = reference_links(corpus, root / "alignments" / name, verbose=verbose)
+    return None if links is None else {split: links[split] for split in ("validation", "test")}
