@@ -41,9 +41,13 @@ def import_graph() -> dict[str, set[str]]:
                 continue
             for name in names:
                 target = owner(name) if name.startswith("seq2seq") else None
-                while target and target != mod and not mod.startswith(target + "."):
-                    graph[mod].add(target)
-                    target = target.rpartition(".")[0] or None
+                if target is None or target == mod:
+                    continue
+                graph[mod].add(target)  # what it uses; the packages on the way run too:
+                parent = target.rpartition(".")[0]
+                while parent and parent != mod and not mod.startswith(parent + "."):
+                    graph[mod].add(parent)
+                    parent = parent.rpartition(".")[0]
     return graph
 
 
