@@ -89,7 +89,8 @@ def evaluate(
     )
     seconds = time.monotonic() - start
     head = None  # the Transformer's best head: chosen on validation for the other splits
-    if links is not None and split != "validation":
+    if links is not None and split != "validation" and result.alignment is not None \
+            and result.alignment.heads:
         head = choose_head(loaded.model, loaded.tokenizer, encoded["validation"],
                            links["validation"], loaded.device)
     run_dir = loaded.checkpoint.parent.parent

@@ -215,9 +215,10 @@ class Validator:
         if self.writer is not None:
             self.writer.add_scalar("test/bleu", result.scores.bleu, step)
             self.writer.add_scalar("test/chrf", result.scores.chrf, step)
-        head = None if self.links is None else choose_head(
-            model, self.data.tokenizer, self.data.splits["validation"], self.links["validation"],
-            self.rt.device)
+        head = None  # the Transformer's best head is chosen on validation; the RNNs have none
+        if self.links is not None and result.alignment is not None and result.alignment.heads:
+            head = choose_head(model, self.data.tokenizer, self.data.splits["validation"],
+                               self.links["validation"], self.rt.device)
         return {**result.summary(head), "test_set": self.test_set,
                 "beam_size": self.test_settings.beam_size, "decode_seconds": round(seconds, 2),
                 "checkpoint": scored}
