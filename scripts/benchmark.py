@@ -2,17 +2,21 @@
 
     python scripts/benchmark.py --preset peer --variants bahdanau transformer --json bench.json
     python scripts/benchmark.py --preset iwslt --device cuda --steps 50
+    python scripts/benchmark.py --preset docs --decode-sentences 100   # then --preset docs-on-ding
 
 Every variant is measured in a fresh process (so peak memory is its own) with the real code:
 the config is composed from configs/ like `python -m seq2seq.train` would, the training parts
-are built by `build_parts` as for a run, the real `Update` runs on real Ding batches from
-`TrainBatches.epoch_batches`, and the Ding test split is decoded with `decode_ids`, greedy and
-with beam 5.
+are built by `build_parts` as for a run, the real `Update` runs on real batches of the preset's
+corpus from `TrainBatches.epoch_batches`, and its test split is decoded with `decode_ids`,
+greedy and with beam 5.
 
-Presets (sizes; the data is always the offline Ding corpus):
+Presets (sizes and data):
 - peer: the sizes of ../shared/PEERS.md on Ding en->de (experiment=peer_rnn, peer_transformer;
   Luong and vanilla at the same 256 sizes), for a one-to-one comparison with JoeyNMT.
 - iwslt: the IWSLT recipes (experiment=iwslt2017_de_en_*) on Ding de->en.
+- docs: the documentation recipes (experiment=docs_de_en_*) on the documentation corpus (about
+  33 source pieces a sentence), and docs-on-ding: the same models, vocabulary size and batches
+  on Ding de->en (about 15): how the cost of a token grows with sentence length.
 
 Figures:
 - train tokens/s: real target tokens (EOS included, padding excluded) per second of
@@ -73,6 +77,9 @@ PRESETS: dict[str, dict[str, list[str]]] = {
                   "trainer.save_every=2000", "trainer.log_every=100", "trainer.patience=8"],
         "transformer": ["experiment=iwslt2017_de_en_transformer", "data=ding_de_en"],
     },
+    "docs": {variant: [f"experiment=docs_de_en_{variant}"] for variant in VARIANTS},
+    "docs-on-ding": {variant: [f"experiment=docs_de_en_{variant}", "data=ding_de_en"]
+                     for variant in VARIANTS},
 }
 
 # Dense bf16 tensor-core peaks in TFLOPS (vendor data sheets), matched in this order against
@@ -324,6 +331,8 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
             "vocab_size": data.tokenizer.tgt_vocab_size,
             "batch_tokens": t.batch_tokens,
             "train_batches_per_epoch": len(epoch),
+            "pairs_per_batch": len(split) / max(len(epoch), 1),
+            "mean_src_pieces": sum(split.src_lens) / max(len(split), 1),
             "padding": padded_share(epoch, split.src_lens, split.tgt_lens, t.pad_to_multiple),
             "train_steps": len(timed),
             "train_tokens_per_s": tokens_per_s,
@@ -370,17 +379,19 @@ def percent(value: float | None) -> str:
 
 def table(results: list[dict[str, Any]]) -> str:
     lines = [
-        "| variant | parameters | train tokens/s | MFU | padding | peak memory train (MiB) "
+        "| variant | parameters | source pieces / pair | pairs / batch | train tokens/s | MFU "
+        "| padding | peak memory train (MiB) "
         "| decode greedy (s) | decode beam 5 (s) | mean hyp. length greedy / beam 5 |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in results:
         if "error" in r:
-            lines.append(f"| {r['variant']} | {r['error']} |" + " |" * 7)
+            lines.append(f"| {r['variant']} | {r['error']} |" + " |" * 9)
             continue
         greedy, beam = r["decode"]["greedy"], r["decode"]["beam5"]
         lines.append(
-            f"| {r['variant']} | {r['parameters'] / 1e6:.2f}M | {r['train_tokens_per_s']:,.0f} "
+            f"| {r['variant']} | {r['parameters'] / 1e6:.2f}M | {r['mean_src_pieces']:.1f} "
+            f"| {r['pairs_per_batch']:.1f} | {r['train_tokens_per_s']:,.0f} "
             f"| {percent(r['mfu'])} "
             f"| {r['padding']:.1%} | {r['peak_mem_train_mib']:,.0f} "
             f"| {greedy['seconds']:.2f} | {beam['seconds']:.2f} "
@@ -392,13 +403,14 @@ def table(results: list[dict[str, Any]]) -> str:
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         description="Training speed, decoding time, memory and MFU of each model variant "
-        "on the offline Ding corpus.",
+        "on the offline corpora.",
         epilog="Extra Hydra overrides (e.g. trainer.threads=2 trainer.compile=true) apply to "
         "every variant; put them before --variants, or after --.",
     )
     parser.add_argument("--preset", choices=sorted(PRESETS), default="peer",
-                        help="model sizes: peer (../shared/PEERS.md, Ding en->de) or iwslt "
-                        "(the IWSLT recipes, Ding de->en)")
+                        help="model sizes and data: peer (../shared/PEERS.md, Ding en->de), iwslt "
+                        "(the IWSLT recipes, Ding de->en), docs (the documentation recipes and "
+                        "corpus) or docs-on-ding (the same models on Ding de->en)")
     parser.add_argument("--variants", nargs="+", choices=VARIANTS, default=list(VARIANTS))
     parser.add_argument("--repeats", type=int, default=3, help="timed repeats; medians reported")
     parser.add_argument("--steps", type=int, default=30,
@@ -408,7 +420,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         help="decode with the newest best.pt under DIR/**/<variant>/ instead "
                         "of random weights")
     parser.add_argument("--decode-sentences", type=int, default=None,
-                        help="decode only the first N test sentences (default: all 753)")
+                        help="decode only the first N test sentences (default: all)")
     parser.add_argument("--peak-tflops", type=float, default=None,
                         help="the GPU's dense bf16 peak for MFU (default: from a table)")
     parser.add_argument("--json", type=Path, default=None, help="write the results here")

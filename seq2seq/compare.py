@@ -13,6 +13,7 @@ import json
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -25,7 +26,7 @@ from seq2seq.config import register_configs
 from seq2seq.corpus import encode_split
 from seq2seq.data import load_corpus
 from seq2seq.decoding import DecodeSettings
-from seq2seq.errors import exit_on_user_error
+from seq2seq.errors import UserError, exit_on_user_error
 from seq2seq.evaluation.aer import probe_alignment
 from seq2seq.evaluation.decode_and_score import decode_and_score, decode_ids
 from seq2seq.evaluation.metrics import bleu_by_length
@@ -55,16 +56,40 @@ def split_overrides(overrides: list[str]) -> tuple[list[str], list[str]]:
     return own, [o for o in overrides if not o.startswith("compare.")]
 
 
+def variant_overrides(
+    variant: str, max_time: float, overrides: list[str], run_dir: Path,
+    recipe: str | None = None,
+) -> list[str]:
+    """A variant's training overrides: its recipe (`experiment=<recipe>_<variant>`) if any,
+    the comparison's budget, then the user's overrides."""
+    chosen = [f"experiment={recipe}_{variant}"] if recipe else []
+    budget = [f"trainer.max_time={max_time}", "trainer.progress=false"]
+    return [*chosen, *budget, *overrides, f"model={variant}", f"run_dir={run_dir}"]
+
+
 def compose_variant(
-    variant: str, max_time: float, overrides: list[str], run_dir: Path
+    variant: str, max_time: float, overrides: list[str], run_dir: Path,
+    recipe: str | None = None,
 ) -> DictConfig:
-    """A variant's training config: the comparison's budget, then the user's overrides."""
+    """A variant's training config (`variant_overrides` composed)."""
     register_configs()
     with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base="1.3"):
-        budget = [f"trainer.max_time={max_time}", "trainer.progress=false"]
-        return compose(
-            "config", overrides=[*budget, *overrides, f"model={variant}", f"run_dir={run_dir}"]
-        )
+        return compose("config", overrides=variant_overrides(variant, max_time, overrides,
+                                                             run_dir, recipe))
+
+
+def train_in_a_process(variant: str, overrides: list[str], run_dir: Path) -> dict[str, Any]:
+    """Train one variant with `python -m seq2seq.train` (its console to run_dir/console.log);
+    returns its metrics.json."""
+    run_dir.mkdir(parents=True, exist_ok=True)
+    with open(run_dir / "console.log", "w", encoding="utf-8") as log:
+        done = subprocess.run([sys.executable, "-m", "seq2seq.train", *overrides,
+                               f"hydra.run.dir={run_dir}"], stdout=log, stderr=subprocess.STDOUT,
+                              check=False)
+    if done.returncode != 0:
+        raise UserError(f"{variant} failed (exit status {done.returncode}): see "
+                        f"{run_dir / 'console.log'}")
+    return json.loads((run_dir / "metrics.json").read_text(encoding="utf-8"))
 
 
 def tokens_per_second(run_dir: Path) -> float | None:
@@ -93,7 +118,7 @@ def study_variant(variant: str, run_dir: Path, metrics: dict[str, Any]) -> dict[
     )
     beam_hyps = (run_dir / "test.hyp").read_text(encoding="utf-8").splitlines()
     buckets = bleu_by_length(test.src_text, beam_hyps, test.tgt_text,
-                             tokenize=cfg.data.bleu_tokenize)
+                             edges=tuple(cfg.data.length_buckets), tokenize=cfg.data.bleu_tokenize)
     probe = list(cfg.data.probe)[:1]
     probe_row: dict[str, Any] = {}
     if probe:
@@ -221,20 +246,34 @@ def main(argv: list[str] | None = None) -> None:
     register_configs()
     with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base="1.3"):
         settings = compose("compare", overrides=own)
-        base = compose("config", overrides=training)  # a wrong override fails before training
+    for variant in settings.variants:  # a wrong override or recipe fails before training
+        compose_variant(variant, settings.max_time, training, Path("unused"), settings.recipe)
+    with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base="1.3"):
+        base = compose("config", overrides=training)
     stamp = f"{datetime.now():%Y-%m-%d_%H-%M-%S}"
     root = Path(base.runs_root) / "compare" / stamp
-    studies: dict[str, dict[str, Any]] = {}
-    for variant in settings.variants:
+    def train_variant(variant: str) -> dict[str, Any]:
         run_dir = root / variant
-        cfg = compose_variant(variant, settings.max_time, training, run_dir)
-        t = cfg.trainer
-        budget = f"{t.max_time:.0f}s" if t.max_time else f"{t.max_steps} steps"
-        print(f"=== {variant}: {budget} of training into {run_dir}")
+        overrides = variant_overrides(variant, settings.max_time, training, run_dir,
+                                      settings.recipe)
+        print(f"=== {variant}: {settings.max_time:.0f}s of training into {run_dir}", flush=True)
         start = time.monotonic()
-        metrics = train(cfg)
-        print(f"=== {variant} done in {time.monotonic() - start:.0f}s")
-        studies[variant] = study_variant(variant, run_dir, metrics)
+        if settings.jobs == 1:
+            metrics = train(compose_variant(variant, settings.max_time, training, run_dir,
+                                            settings.recipe))
+        else:
+            metrics = train_in_a_process(variant, overrides, run_dir)
+        print(f"=== {variant} done in {time.monotonic() - start:.0f}s", flush=True)
+        return metrics
+
+    if settings.jobs == 1:  # in this process (its signal handlers need the main thread)
+        trained = {variant: train_variant(variant) for variant in settings.variants}
+    else:  # that many at once, each in its own process; give each its share with trainer.threads
+        with ThreadPoolExecutor(max_workers=settings.jobs) as pool:
+            trained = dict(zip(settings.variants, pool.map(train_variant, settings.variants),
+                               strict=True))
+    studies = {variant: study_variant(variant, root / variant, metrics)
+               for variant, metrics in trained.items()}
     out_dir = Path(settings.out_dir)
     write_report(out_dir, studies, " ".join(["python -m seq2seq.compare", *overrides]))
     (out_dir / "compare.json").write_text(json.dumps(

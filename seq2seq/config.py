@@ -81,6 +81,7 @@ class DataConfig:
     probe: list[str] = MISSING
     probe_reference: str | None = MISSING
     probe_words: list[list[str]] = MISSING  # [target word, source word] pairs
+    length_buckets: list[int] = MISSING  # upper bounds (source words) of the length study
 
 
 @dataclass
@@ -270,6 +271,8 @@ class CompareConfig:
     variants: list[str] = MISSING
     max_time: float = MISSING
     out_dir: str = MISSING
+    recipe: str | None = MISSING
+    jobs: int = MISSING
 
 
 @dataclass

@@ -42,6 +42,21 @@ class EncodedSplit:
     def tgt_lens(self) -> list[int]:
         return [len(ids) for ids in self.tgt_ids]
 
+    def spread(self, n: int | None) -> list[int]:
+        """The indices of `n` pairs spread evenly over the split (all pairs when `n` is None or
+        not smaller): a subset with the mix of the whole split, whose order may group its
+        sources or documents (the documentation corpus lists them one after another)."""
+        if n is None or n >= len(self):
+            return list(range(len(self)))
+        return [i * len(self) // n for i in range(n)]
+
+    def subset(self, indices: list[int]) -> EncodedSplit:
+        """The pairs at `indices`, in that order."""
+        return EncodedSplit([self.src_text[i] for i in indices],
+                            [self.tgt_text[i] for i in indices],
+                            [self.src_ids[i] for i in indices],
+                            [self.tgt_ids[i] for i in indices])
+
 
 @dataclass
 class PreparedData:

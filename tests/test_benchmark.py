@@ -52,6 +52,9 @@ def test_benchmark_measures_a_variant_and_writes_json(benchmark, tmp_path: Path)
     assert len(result["train_tokens_per_s_runs"]) == 2
     assert result["train_tokens_per_s"] > 0
     assert 0.0 <= result["padding"] < 1.0
+    # the tiny corpus: 300 training pairs of about 5 words a side
+    assert result["pairs_per_batch"] * result["train_batches_per_epoch"] == pytest.approx(300)
+    assert 3 < result["mean_src_pieces"] < 20
     assert result["decode_sentences"] == 4
     assert result["decode"]["beam5"]["seconds"] > 0
     assert result["peak_mem_train_mib"] > 0

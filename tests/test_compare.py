@@ -12,9 +12,11 @@ from tests.tiny import QUICK_TRAINER, corpus_overrides
 
 
 @pytest.mark.slow
-def test_compare_writes_the_report(tmp_path: Path) -> None:
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_compare_writes_the_report(tmp_path: Path, jobs: int) -> None:
+    """jobs=2: both variants train at once, each in a process of its own."""
     out = tmp_path / "results"
-    main([
+    main([f"compare.jobs={jobs}", "trainer.threads=1",
         *corpus_overrides(tmp_path / "data"), *QUICK_TRAINER,
         "trainer.max_steps=150", "trainer.eval_every=75", "trainer.lr=1e-2",
         "model.emb_dim=16", "model.hidden_size=32",
@@ -34,3 +36,6 @@ def test_compare_writes_the_report(tmp_path: Path) -> None:
                  "probe_attention.png"):
         assert (out / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", name
     assert len(list((tmp_path / "runs" / "compare").glob("*/*/tensorboard"))) == 2
+    assert len(list((tmp_path / "runs" / "compare").glob("*/*/console.log"))) == (jobs > 1) * 2
+    # the length study's buckets are the corpus's (data.length_buckets: 10, 20, ... for files)
+    assert "| variant | 1-10 |" in report

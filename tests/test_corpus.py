@@ -1,4 +1,5 @@
-"""seq2seq/corpus.py: training pairs too long for EOS are dropped whole, never cut."""
+"""seq2seq/corpus.py: training pairs too long for EOS are dropped whole, never cut; the
+validation subset is spread over the split."""
 
 from __future__ import annotations
 
@@ -7,9 +8,11 @@ from pathlib import Path
 import pytest
 from omegaconf import OmegaConf
 
-from seq2seq.corpus import SegmentationSampler, prepare_data
+from seq2seq.corpus import EncodedSplit, SegmentationSampler, prepare_data
 from seq2seq.errors import UserError
+from seq2seq.runtime import setup_runtime
 from seq2seq.tokenization import Tokenizer
+from seq2seq.training.setup import build_parts
 from tests.tiny import tiny_config
 
 
@@ -79,3 +82,32 @@ def test_no_training_pair_fitting_is_a_user_error(tmp_path: Path) -> None:
     cfg = tiny_config(tmp_path, "tokenizer.max_src_len=2")
     with pytest.raises(UserError, match="no training pair fits tokenizer.max_src_len"):
         prepare_data(cfg.data, cfg.tokenizer, verbose=False)
+
+
+def test_a_spread_subset_samples_the_whole_split_evenly() -> None:
+    split = EncodedSplit([f"s{i}" for i in range(10)], [f"t{i}" for i in range(10)],
+                         [[i] for i in range(10)], [[i, i] for i in range(10)])
+    assert split.spread(None) == split.spread(10) == split.spread(99) == list(range(10))
+    assert split.spread(4) == [0, 2, 5, 7]  # from the first quarter to the last
+    sub = split.subset([0, 5, 7])
+    assert (sub.src_text, sub.tgt_text, sub.src_ids, sub.tgt_ids) == (
+        ["s0", "s5", "s7"], ["t0", "t5", "t7"], [[0], [5], [7]], [[0, 0], [5, 5], [7, 7]])
+
+
+def test_validation_scores_the_same_spread_subset_with_its_own_links(tmp_path: Path) -> None:
+    """eval_max_sentences: loss, BLEU and AER on N pairs spread over the split (a corpus that
+    lists its sources one after another is sampled across all of them), each with its links."""
+    cfg = tiny_config(tmp_path, "trainer.eval_max_sentences=6")
+    rt = setup_runtime("cpu", "fp32", 1, 0)
+    data = prepare_data(cfg.data, cfg.tokenizer, verbose=False)
+    parts = build_parts(cfg, rt, data, tmp_path / "run")
+    try:
+        valid, validator = data.splits["validation"], parts.validator
+        keep = valid.spread(6)
+        assert keep[-1] >= len(valid) * 3 // 4
+        assert validator.valid.src_text == [valid.src_text[i] for i in keep]
+        assert validator.valid_links == [data.links["validation"][i] for i in keep]
+        row = validator.validate(step=1, elapsed=0.0)
+        assert row["valid_aer"] is not None
+    finally:
+        parts.close()

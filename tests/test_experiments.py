@@ -165,3 +165,28 @@ def test_the_peer_and_paper_rnns_keep_their_published_architecture() -> None:
         model = build_model(m, src_vocab_size=100, tgt_vocab_size=100)
         assert model.lexical is None and model.word_query is None
         assert model.src_emb is not model.tgt_emb
+
+
+@pytest.mark.parametrize("variant", ["vanilla", "bahdanau", "luong", "transformer"])
+def test_the_docs_recipes_run_each_variant_for_an_hour_on_the_docs_corpus(variant: str) -> None:
+    cfg = compose_experiment(f"docs_de_en_{variant}")
+    assert (cfg.data.name, cfg.model.name, cfg.trainer.max_time) == ("docs_de_en", variant, 3600)
+    assert cfg.trainer.eval_max_sentences == 500 and cfg.tokenizer.vocab_size == 16000
+    assert list(cfg.data.length_buckets) == [10, 20, 30, 50]
+    # the model keeps its default sizes (configs/model/<variant>.yaml)
+    assert cfg.model == compose_experiment(None, f"model={variant}").model
+
+
+def test_compare_takes_each_variants_recipe_and_its_own_budget() -> None:
+    from seq2seq.compare import compose_variant
+
+    for variant in ("vanilla", "transformer"):
+        cfg = compose_variant(variant, 1200, ["trainer.threads=1"], Path("/tmp/unused"),
+                              recipe="docs_de_en")
+        recipe = compose_experiment(f"docs_de_en_{variant}")
+        assert cfg.model == recipe.model and cfg.tokenizer == recipe.tokenizer
+        assert cfg.trainer.max_time == 1200 and cfg.trainer.threads == 1
+        assert cfg.trainer.eval_every == recipe.trainer.eval_every
+    plain = compose_variant("luong", 600, [], Path("/tmp/unused"))
+    assert (plain.data.name, plain.model.name, plain.trainer.max_time) == (
+        "ding_de_en", "luong", 600)

@@ -72,26 +72,21 @@ def decode_and_score(
     split: EncodedSplit,
     settings: DecodeSettings,
     device: torch.device,
-    max_sentences: int | None = None,
     links: list[Links] | None = None,
     bleu_tokenize: str | None = None,
 ) -> SplitResult:
     """Decode the sources of a split, detokenize and score against the text references; with
     the split's reference `links`, also score the attention teacher-forced on the references
     (`seq2seq.evaluation.aer`). The model runs in eval mode throughout."""
-    n = len(split) if max_sentences is None else min(max_sentences, len(split))
-    src_ids = split.src_ids[:n]
     alignment = None
     with eval_mode(model):
-        nbest = decode_ids(model, src_ids, settings, device)
+        nbest = decode_ids(model, split.src_ids, settings, device)
         if links is not None:
-            alignment = score_alignment(model, tokenizer, split.src_text[:n], split.tgt_text[:n],
-                                        src_ids, split.tgt_ids[:n], links[:n], device)
-    best = [hyps[0] for hyps in nbest]
-    hypotheses = [tokenizer.decode_tgt(h.tokens) for h in best]
-    references = split.tgt_text[:n]
-    scores = score(hypotheses, references, tokenize=bleu_tokenize)
-    return SplitResult(hypotheses, references, split.src_text[:n], scores, nbest, alignment)
+            alignment = score_alignment(model, tokenizer, split.src_text, split.tgt_text,
+                                        split.src_ids, split.tgt_ids, links, device)
+    hypotheses = [tokenizer.decode_tgt(hyps[0].tokens) for hyps in nbest]
+    scores = score(hypotheses, split.tgt_text, tokenize=bleu_tokenize)
+    return SplitResult(hypotheses, split.tgt_text, split.src_text, scores, nbest, alignment)
 
 
 def choose_head(

@@ -49,7 +49,8 @@ class Validator:
         test_settings: the search of the final test.
         batch_tokens: tokens per batch of the validation loss.
         pad_to_multiple: sequence lengths are padded up to a multiple of this, as in training.
-        max_sentences: validate BLEU on the first N sentences; None: all.
+        max_sentences: validate on N pairs spread evenly over the validation split (the same N
+            at every validation: loss, BLEU, chrF and AER); None: all.
         bleu_tokenize: sacrebleu's tokenizer; None: its default for the target language.
         test_set: the name every test score carries.
         probe: sentences translated at every validation, their heatmaps to TensorBoard.
@@ -80,16 +81,20 @@ class Validator:
         self.model, self.data, self.rt, self.writer = model, data, rt, writer
         self.valid_settings, self.test_settings = valid_settings, test_settings
         self.batch_tokens, self.pad_to_multiple = batch_tokens, pad_to_multiple
-        self.max_sentences, self.bleu_tokenize = max_sentences, bleu_tokenize
+        self.bleu_tokenize = bleu_tokenize
         self.test_set = test_set
         self.probe = list(probe or [])
         self.probe_reference, self.probe_words = probe_reference, list(probe_words or [])
         self.links = links
+        valid = data.splits["validation"]
+        keep = valid.spread(max_sentences)
+        self.valid = valid if len(keep) == len(valid) else valid.subset(keep)
+        self.valid_links = None if links is None else [links["validation"][i] for i in keep]
 
     @torch.inference_mode()
     def loss(self) -> float:
         """The per-token NLL of the validation split (no label smoothing)."""
-        split = self.data.splits["validation"]
+        split = self.valid
         total, tokens = 0.0, 0
         batches = token_batches(
             split.src_lens, split.tgt_lens, self.batch_tokens, shuffle=False, seed=0, epoch=0,
@@ -113,9 +118,8 @@ class Validator:
         and the probe heatmaps."""
         loss = self.loss()
         result = decode_and_score(
-            self.model, self.data.tokenizer, self.data.splits["validation"], self.valid_settings,
-            self.rt.device, max_sentences=self.max_sentences, bleu_tokenize=self.bleu_tokenize,
-            links=None if self.links is None else self.links["validation"],
+            self.model, self.data.tokenizer, self.valid, self.valid_settings, self.rt.device,
+            bleu_tokenize=self.bleu_tokenize, links=self.valid_links,
         )
         row = {
             "step": step,
