@@ -2,7 +2,7 @@
 
     python scripts/benchmark.py --preset peer --variants bahdanau transformer --json bench.json
     python scripts/benchmark.py --preset iwslt --device cuda --steps 50
-    python scripts/benchmark.py --preset docs --decode-sentences 100   # then --preset docs-on-ding
+    python scripts/benchmark.py --preset docs --src-lengths 1-15 16-30 31-60 61-256
 
 Every variant is measured in a fresh process (so peak memory is its own) with the real code:
 the config is composed from configs/ like `python -m seq2seq.train` would, the training parts
@@ -14,9 +14,10 @@ Presets (sizes and data):
 - peer: the sizes of ../shared/PEERS.md on Ding en->de (experiment=peer_rnn, peer_transformer;
   Luong and vanilla at the same 256 sizes), for a one-to-one comparison with JoeyNMT.
 - iwslt: the IWSLT recipes (experiment=iwslt2017_de_en_*) on Ding de->en.
-- docs: the documentation recipes (experiment=docs_de_en_*) on the documentation corpus (about
-  33 source pieces a sentence), and docs-on-ding: the same models, vocabulary size and batches
-  on Ding de->en (about 15): how the cost of a token grows with sentence length.
+- docs: the documentation recipes (experiment=docs_de_en_*) on the documentation corpus, about
+  29 source pieces a pair against Ding's 14.5; with --src-lengths the training speed is also
+  timed on the batches of each range of source lengths alone (same model, vocabulary and
+  batch size): how the cost of a token grows with sentence length.
 
 Figures:
 - train tokens/s: real target tokens (EOS included, padding excluded) per second of
@@ -78,8 +79,6 @@ PRESETS: dict[str, dict[str, list[str]]] = {
         "transformer": ["experiment=iwslt2017_de_en_transformer", "data=ding_de_en"],
     },
     "docs": {variant: [f"experiment=docs_de_en_{variant}"] for variant in VARIANTS},
-    "docs-on-ding": {variant: [f"experiment=docs_de_en_{variant}", "data=ding_de_en"]
-                     for variant in VARIANTS},
 }
 
 # Dense bf16 tensor-core peaks in TFLOPS (vendor data sheets), matched in this order against
@@ -150,6 +149,21 @@ def spread_batches(epoch: list[list[int]], count: int) -> list[list[int]]:
     if count >= len(epoch):
         return (epoch * math.ceil(count / len(epoch)))[:count]
     return [epoch[i * len(epoch) // count] for i in range(count)]
+
+
+def batches_in_range(epoch: list[list[int]], src_lens: list[int], low: int,
+                     high: int) -> list[list[int]]:
+    """The batches whose mean source length (pieces) lies in [low, high]: batches hold pairs
+    of similar lengths, so these are the batches of that range's sentences."""
+    return [b for b in epoch if low <= sum(src_lens[i] for i in b) / len(b) <= high]
+
+
+def length_range(text: str) -> tuple[int, int]:
+    """"16-30" -> (16, 30)."""
+    low, sep, high = text.partition("-")
+    if not (sep and low.isdigit() and high.isdigit() and 0 < int(low) <= int(high)):
+        raise argparse.ArgumentTypeError(f"expected LOW-HIGH source pieces, got {text!r}")
+    return int(low), int(high)
 
 
 def flop_parameters(model: Any) -> int:
@@ -256,16 +270,35 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
             batch = train_batches.to_device(train_batches.collate(split, indices))
             return parts.update([batch], updates)[2]
 
-        for indices in batches[:WARMUP_STEPS]:
-            step(indices)
-        sync()
-        timed = batches[WARMUP_STEPS:]
-        rates = []
-        for _ in range(args.repeats):
-            start = time.perf_counter()
-            tokens = sum(step(indices) for indices in timed)
+        def rates_of(batches: list[list[int]]) -> list[float]:
+            """Target tokens/s of each repeat over batches[WARMUP_STEPS:]."""
+            for indices in batches[:WARMUP_STEPS]:
+                step(indices)
             sync()
-            rates.append(float(tokens) / (time.perf_counter() - start))
+            rates = []
+            for _ in range(args.repeats):
+                start = time.perf_counter()
+                tokens = sum(step(indices) for indices in batches[WARMUP_STEPS:])
+                sync()
+                rates.append(float(tokens) / (time.perf_counter() - start))
+            return rates
+
+        rates = rates_of(batches)
+        timed = batches[WARMUP_STEPS:]
+        by_length = []
+        for low, high in args.src_lengths or []:
+            chosen = batches_in_range(epoch, split.src_lens, low, high)
+            if not chosen:
+                continue
+            pairs = [i for b in chosen for i in b]
+            range_rates = rates_of(spread_batches(chosen, WARMUP_STEPS + args.steps))
+            by_length.append({
+                "src_pieces": f"{low}-{high}",
+                "batches": len(chosen),
+                "mean_src_pieces": sum(split.src_lens[i] for i in pairs) / len(pairs),
+                "pairs_per_batch": len(pairs) / len(chosen),
+                "train_tokens_per_s": statistics.median(range_rates),
+            })
         train_peak = torch.cuda.max_memory_allocated(rt.device) / 2**20 if cuda else max_rss_mib()
         parts.optimizer.zero_grad(set_to_none=True)
 
@@ -337,6 +370,7 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
             "train_steps": len(timed),
             "train_tokens_per_s": tokens_per_s,
             "train_tokens_per_s_runs": rates,
+            "by_src_length": by_length,
             "flops_per_tgt_token": flops_per_token,
             "peak_tflops": peak,
             "mfu": flops_per_token * tokens_per_s / (peak * 1e12) if peak else None,
@@ -364,7 +398,9 @@ def run_variant(variant: str, args: argparse.Namespace) -> dict[str, Any]:
             command += ["--decode-sentences", str(args.decode_sentences)]
         if args.peak_tflops is not None:
             command += ["--peak-tflops", str(args.peak_tflops)]
-        command += args.overrides
+        if args.src_lengths:
+            command += ["--src-lengths", *(f"{low}-{high}" for low, high in args.src_lengths)]
+        command += ["--", *args.overrides]
         print(f"== {variant}", file=sys.stderr, flush=True)
         # The worker's progress lines go to stderr: stdout is kept for the table.
         proc = subprocess.run(command, cwd=ROOT, stdout=sys.stderr, env=os.environ.copy())
@@ -400,6 +436,27 @@ def table(results: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+def length_table(results: list[dict[str, Any]]) -> str:
+    """Train tokens/s by source length (--src-lengths), and each range's speed over the first
+    range's: how the cost of a token grows with sentence length."""
+    done = [r for r in results if r.get("by_src_length")]
+    if not done:
+        return ""
+    ranges = [row["src_pieces"] for row in done[0]["by_src_length"]]
+    lines = ["| variant | " + " | ".join(f"{r} pieces" for r in ranges) + " |",
+             "|---|" + "---|" * len(ranges)]
+    for r in done:
+        rows = {row["src_pieces"]: row for row in r["by_src_length"]}
+        first = r["by_src_length"][0]["train_tokens_per_s"]
+        lines.append(f"| {r['variant']} | " + " | ".join(
+            f"{rows[x]['train_tokens_per_s']:,.0f} ({rows[x]['train_tokens_per_s'] / first:.2f}x)"
+            if x in rows else "–" for x in ranges) + " |")
+    first = done[0]["by_src_length"]
+    lines.append("| mean source pieces / pairs a batch | " + " | ".join(
+        f"{row['mean_src_pieces']:.1f} / {row['pairs_per_batch']:.0f}" for row in first) + " |")
+    return "\n".join(lines)
+
+
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         description="Training speed, decoding time, memory and MFU of each model variant "
@@ -423,6 +480,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         help="decode only the first N test sentences (default: all)")
     parser.add_argument("--peak-tflops", type=float, default=None,
                         help="the GPU's dense bf16 peak for MFU (default: from a table)")
+    parser.add_argument("--src-lengths", nargs="+", type=length_range, default=None,
+                        metavar="LOW-HIGH", help="also time training on the batches of each "
+                        "range of source lengths in pieces (e.g. 1-15 16-30 31-60 61-256)")
     parser.add_argument("--json", type=Path, default=None, help="write the results here")
     parser.add_argument("--worker", choices=VARIANTS, help=argparse.SUPPRESS)
     parser.add_argument("--worker-out", type=Path, help=argparse.SUPPRESS)
@@ -458,6 +518,11 @@ def main(argv: list[str] | None = None) -> int:
               f"{', '.join(sorted({r['test_set'] for r in done}))}\n")
     print(table(results))
     print()
+    by_length = length_table(results)
+    if by_length:
+        print("train tokens/s by source length (pieces), and against the shortest range:\n")
+        print(by_length)
+        print()
     if args.checkpoint_dir is None:
         print(RANDOM_WEIGHTS_NOTE)
     if any(r.get("mfu") is not None for r in done):

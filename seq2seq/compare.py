@@ -25,7 +25,7 @@ from omegaconf import DictConfig
 from seq2seq.config import register_configs
 from seq2seq.corpus import encode_split
 from seq2seq.data import load_corpus
-from seq2seq.decoding import DecodeSettings
+from seq2seq.decoding import DecodeSettings, decode_settings
 from seq2seq.errors import UserError, exit_on_user_error
 from seq2seq.evaluation.aer import probe_alignment
 from seq2seq.evaluation.decode_and_score import decode_and_score, decode_ids
@@ -110,12 +110,9 @@ def study_variant(variant: str, run_dir: Path, metrics: dict[str, Any]) -> dict[
     corpus = load_corpus(cfg.data)
     test = encode_split(loaded.tokenizer, corpus["test"]["src"], corpus["test"]["tgt"],
                         cfg.tokenizer.max_src_len, cfg.tokenizer.max_tgt_len)
-    d = cfg.decoding
-    greedy = decode_and_score(
-        loaded.model, loaded.tokenizer, test,
-        DecodeSettings(1, d.length_penalty, d.max_len_a, d.max_len_b, 1, d.batch_size),
-        torch.device("cpu"), bleu_tokenize=cfg.data.bleu_tokenize,
-    )
+    greedy = decode_and_score(loaded.model, loaded.tokenizer, test,
+                              decode_settings(cfg.decoding, 1), torch.device("cpu"),
+                              bleu_tokenize=cfg.data.bleu_tokenize)
     beam_hyps = (run_dir / "test.hyp").read_text(encoding="utf-8").splitlines()
     buckets = bleu_by_length(test.src_text, beam_hyps, test.tgt_text,
                              edges=tuple(cfg.data.length_buckets), tokenize=cfg.data.bleu_tokenize)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import importlib.util
 import json
 from pathlib import Path
@@ -44,7 +45,8 @@ def test_benchmark_measures_a_variant_and_writes_json(benchmark, tmp_path: Path)
     ]
     code = benchmark.main([
         "--variants", "bahdanau", "--steps", "3", "--repeats", "2", "--device", "cpu",
-        "--decode-sentences", "4", "--json", str(out), "--", *overrides,
+        "--decode-sentences", "4", "--src-lengths", "1-40", "41-99", "--json", str(out), "--",
+        *overrides,
     ])
     assert code == 0
     result = json.loads(out.read_text())["results"]["bahdanau"]
@@ -55,7 +57,23 @@ def test_benchmark_measures_a_variant_and_writes_json(benchmark, tmp_path: Path)
     # the tiny corpus: 300 training pairs of about 5 words a side
     assert result["pairs_per_batch"] * result["train_batches_per_epoch"] == pytest.approx(300)
     assert 3 < result["mean_src_pieces"] < 20
+    # every tiny pair is under 41 pieces: the second range has no batch and is left out
+    (short,) = result["by_src_length"]
+    assert short["src_pieces"] == "1-40" and short["train_tokens_per_s"] > 0
+    assert short["batches"] == result["train_batches_per_epoch"]
+    assert short["mean_src_pieces"] == pytest.approx(result["mean_src_pieces"])
     assert result["decode_sentences"] == 4
     assert result["decode"]["beam5"]["seconds"] > 0
     assert result["peak_mem_train_mib"] > 0
     assert result["mfu"] is None  # CPU: no peak to compare against
+
+
+def test_batches_in_range_pick_by_mean_source_length(benchmark) -> None:
+    src_lens = [3, 5, 20, 22, 40]
+    epoch = [[0, 1], [2, 3], [4]]  # means 4, 21, 40
+    assert benchmark.batches_in_range(epoch, src_lens, 1, 15) == [[0, 1]]
+    assert benchmark.batches_in_range(epoch, src_lens, 16, 60) == [[2, 3], [4]]
+    assert benchmark.length_range("16-30") == (16, 30)
+    for bad in ("30-16", "0-5", "16", "a-b"):
+        with pytest.raises(argparse.ArgumentTypeError):
+            benchmark.length_range(bad)
