@@ -210,13 +210,6 @@ def peak_tflops(device_name: str, override: float | None) -> float | None:
     return None
 
 
-def max_rss_mib() -> float:
-    import resource
-
-    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    return rss / 2**20 if sys.platform == "darwin" else rss / 2**10  # bytes on macOS, else KiB
-
-
 def find_checkpoint(directory: Path, variant: str) -> Path:
     """The newest best.pt under `directory` whose path has a folder named after the variant
     (run folders are <runs_root>/<data>/<model>/<time>/checkpoints/best.pt)."""
@@ -237,7 +230,7 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
     from seq2seq.errors import UserError
     from seq2seq.evaluation.decode_and_score import decode_ids
     from seq2seq.models.base import count_parameters
-    from seq2seq.runtime import setup_runtime
+    from seq2seq.runtime import peak_memory_mib, setup_runtime
     from seq2seq.training.setup import build_parts
 
     variant = args.worker
@@ -299,7 +292,8 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
                 "pairs_per_batch": len(pairs) / len(chosen),
                 "train_tokens_per_s": statistics.median(range_rates),
             })
-        train_peak = torch.cuda.max_memory_allocated(rt.device) / 2**20 if cuda else max_rss_mib()
+        train_peak = (torch.cuda.max_memory_allocated(rt.device) / 2**20 if cuda
+                      else peak_memory_mib())
         parts.optimizer.zero_grad(set_to_none=True)
 
         # FLOPs of the timed batches, per real target token
@@ -379,7 +373,7 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
             "checkpoint": str(checkpoint) if checkpoint else None,
             "peak_mem_train_mib": train_peak,
             "peak_mem_decode_mib": decode_peak,
-            "peak_mem_process_mib": max_rss_mib(),
+            "peak_mem_process_mib": peak_memory_mib(),
         }
 
 

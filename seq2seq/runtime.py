@@ -94,6 +94,14 @@ def keep_freed_memory() -> bool:
     )
 
 
+def peak_memory_mib() -> float:
+    """This process's peak resident memory so far (ru_maxrss), in MiB."""
+    import resource
+
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return rss / 2**20 if sys.platform == "darwin" else rss / 2**10  # bytes on macOS, else KiB
+
+
 def seed_everything(seed: int) -> None:
     random.seed(seed)
     torch.manual_seed(seed)  # seeds CUDA too

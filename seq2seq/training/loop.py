@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import torch
 from omegaconf import DictConfig, OmegaConf
 from tqdm import tqdm
 
@@ -21,7 +22,7 @@ from seq2seq.checkpoint import Progress, find_resume_checkpoint
 from seq2seq.data.batching import padding_fraction
 from seq2seq.errors import UserError
 from seq2seq.models.base import count_parameters
-from seq2seq.runtime import setup_runtime, teardown
+from seq2seq.runtime import peak_memory_mib, setup_runtime, teardown
 from seq2seq.training.setup import TrainingParts, build_parts, prepare_on_every_rank
 from seq2seq.training.stopping import StopSignal, agree_to_stop
 
@@ -157,6 +158,10 @@ def train(cfg: DictConfig) -> dict[str, Any]:
             print(f"test ({test['test_set']}, beam {test['beam_size']}): BLEU {test['bleu']:.2f} "
                   f"chrF {test['chrf']:.1f}" + (f" AER {aer:.2f}" if aer is not None else "")
                   + f"\n  {test['bleu_signature']}")
+        metrics["peak_memory_mib"] = round(peak_memory_mib())  # this process's, on the CPU
+        if rt.device.type == "cuda":
+            metrics["peak_cuda_memory_mib"] = round(torch.cuda.max_memory_allocated(rt.device)
+                                                    / 2**20)
         if rt.is_main:
             (run_dir / "metrics.json").write_text(json.dumps(metrics, indent=2))
             if parts.writer is not None and not outcome.interrupted:
