@@ -243,23 +243,22 @@ def main(argv: list[str] | None = None) -> None:
     register_configs()
     with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base="1.3"):
         settings = compose("compare", overrides=own)
+        base = compose("config", overrides=training)
     for variant in settings.variants:  # a wrong override or recipe fails before training
         compose_variant(variant, settings.max_time, training, Path("unused"), settings.recipe)
-    with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base="1.3"):
-        base = compose("config", overrides=training)
     stamp = f"{datetime.now():%Y-%m-%d_%H-%M-%S}"
     root = Path(base.runs_root) / "compare" / stamp
+
     def train_variant(variant: str) -> dict[str, Any]:
         run_dir = root / variant
-        overrides = variant_overrides(variant, settings.max_time, training, run_dir,
-                                      settings.recipe)
         print(f"=== {variant}: {settings.max_time:.0f}s of training into {run_dir}", flush=True)
         start = time.monotonic()
         if settings.jobs == 1:
             metrics = train(compose_variant(variant, settings.max_time, training, run_dir,
                                             settings.recipe))
         else:
-            metrics = train_in_a_process(variant, overrides, run_dir)
+            metrics = train_in_a_process(variant, variant_overrides(
+                variant, settings.max_time, training, run_dir, settings.recipe), run_dir)
         print(f"=== {variant} done in {time.monotonic() - start:.0f}s", flush=True)
         return metrics
 
