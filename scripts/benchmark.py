@@ -460,8 +460,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument("--preset", choices=sorted(PRESETS), default="peer",
                         help="model sizes and data: peer (../shared/PEERS.md, Ding en->de), iwslt "
-                        "(the IWSLT recipes, Ding de->en), docs (the documentation recipes and "
-                        "corpus) or docs-on-ding (the same models on Ding de->en)")
+                        "(the IWSLT recipes, Ding de->en) or docs (the documentation recipes and "
+                        "corpus; with --src-lengths, speed by sentence length)")
     parser.add_argument("--variants", nargs="+", choices=VARIANTS, default=list(VARIANTS))
     parser.add_argument("--repeats", type=int, default=3, help="timed repeats; medians reported")
     parser.add_argument("--steps", type=int, default=30,
