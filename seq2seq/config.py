@@ -234,6 +234,7 @@ class LuongConfig(ModelConfig):
     share_embeddings: bool = MISSING
     lexical: bool = MISSING
     attention_fn: AttentionFn = MISSING
+    scaled_score: bool = MISSING
 
 
 @dataclass

@@ -59,6 +59,7 @@ RNN_VARIANTS = [
                  id="luong-general-lstm-2layers"),
     pytest.param(luong_model, dict(score="dot", input_feeding=True, tie_embeddings=True),
                  id="luong-dot-feed-tied"),
+    pytest.param(luong_model, dict(score="general", scaled_score=True), id="luong-general-scaled"),
     pytest.param(bahdanau_model, dict(lexical=True, share_embeddings=True, tie_embeddings=True),
                  id="bahdanau-lexical-shared-tied"),
     pytest.param(bahdanau_model, dict(cell="lstm", lexical=True, query_word=True),
@@ -195,6 +196,60 @@ def test_attention_one_step_and_all_steps_agree(attention: nn.Module):
         step_context, step_weights = attention(queries[:, t], keys, states, mask)
         assert torch.allclose(step_weights, weights[:, t], atol=1e-6)
         assert torch.allclose(step_context, context[:, t], atol=1e-6)
+
+
+@pytest.mark.parametrize(
+    "make", [lambda s: DotAttention(scale=s), lambda s: GeneralAttention(64, 32, scale=s)],
+    ids=["dot", "general"],
+)
+def test_scaled_luong_scores_are_divided_and_the_weights_flatter(make):
+    torch.manual_seed(0)
+    plain, scaled = make(1.0), make(64**-0.5)
+    scaled.load_state_dict(plain.state_dict())
+    states = torch.randn(4, 9, 32 if isinstance(plain, GeneralAttention) else 64)  # (B, S, K)
+    keys, query = plain.project_keys(states), torch.randn(4, 3, 64)
+    assert torch.allclose(scaled.score(query, keys), plain.score(query, keys) / 8, atol=1e-6)
+    mask = torch.ones(4, 9, dtype=torch.bool)
+    peak = [a(query, keys, states, mask)[1].amax(-1).mean().item() for a in (plain, scaled)]
+    assert peak[1] < peak[0]  # 64-wide random queries: near one-hot unscaled, spread scaled
+
+
+def saved_bytes(fn, *inputs: Tensor) -> int:
+    """Bytes of new storage that autograd keeps for the backward pass while `fn()` runs: each
+    storage once, the inputs' own not counted (a decoder keeps them for all steps anyway)."""
+    seen = {tensor.untyped_storage().data_ptr() for tensor in inputs}
+    total = 0
+
+    def pack(tensor: Tensor) -> Tensor:
+        nonlocal total
+        storage = tensor.untyped_storage()
+        if storage.data_ptr() not in seen:
+            seen.add(storage.data_ptr())
+            total += storage.nbytes()
+        return tensor
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda tensor: tensor):
+        fn()
+    return total
+
+
+def test_additive_scores_recompute_tanh_in_backward_with_the_same_gradients():
+    torch.manual_seed(0)
+    attention = AdditiveAttention(6, 6, 32)
+    keys = torch.randn(3, 50, 32, requires_grad=True)  # (B, S, A)
+    query = torch.randn(3, 1, 32, requires_grad=True)  # one decoder step
+    grads = []
+    for scores_fn in (attention.energies, attention.score):
+        scores = scores_fn(query, keys)
+        grads.append(torch.autograd.grad((scores * scores).sum(),
+                                         [query, keys, attention.v.weight]))
+    for plain, recomputed in zip(*grads, strict=True):
+        assert torch.equal(plain, recomputed)
+    kept = [saved_bytes(lambda f=f: f(query, keys), query, keys, attention.v.weight)
+            for f in (attention.energies, attention.score)]
+    assert kept == [3 * 50 * 32 * 4, 0]  # tanh(q + k), (B, T, S, A), is not kept
+    with torch.no_grad():
+        assert torch.equal(attention.score(query, keys), attention.energies(query, keys))
 
 
 # ---------------------------------------------------------------- recurrent models

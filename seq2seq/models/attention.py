@@ -18,6 +18,7 @@ from collections.abc import Callable
 
 import torch
 from torch import Tensor, nn
+from torch.utils.checkpoint import checkpoint
 
 from seq2seq.models.layers import check_choice
 
@@ -154,9 +155,21 @@ class AdditiveAttention(nn.Module):
     def project_keys(self, states: Tensor) -> Tensor:
         return self.key_proj(states)
 
-    def score(self, query: Tensor, keys: Tensor) -> Tensor:
-        """(B, T, A) projected queries, (B, S, A) keys -> (B, T, S) scores."""
+    def energies(self, query: Tensor, keys: Tensor) -> Tensor:
+        """(B, T, A) projected queries, (B, S, A) keys -> (B, T, S) scores, v^T tanh(q + k)."""
         return self.v(torch.tanh(query.unsqueeze(2) + keys.unsqueeze(1))).squeeze(-1)
+
+    def score(self, query: Tensor, keys: Tensor) -> Tensor:
+        """`energies`; in training without their (B, T, S, A) tanh kept for the backward pass.
+
+        Autograd would keep tanh(q + k) of every decoder step until the backward pass: B*S*A
+        floats a step, which on long sentences is most of a batch's memory (4,096-token batches
+        of 200-piece pairs: about 0.8 GiB). Checkpointing keeps only q and k and recomputes the
+        tanh in backward, with the same operations, so the gradients are bit for bit the same.
+        """
+        if torch.is_grad_enabled() and (query.requires_grad or keys.requires_grad):
+            return checkpoint(self.energies, query, keys, use_reentrant=False)
+        return self.energies(query, keys)
 
     def forward(
         self,
@@ -174,17 +187,24 @@ class AdditiveAttention(nn.Module):
 
 
 class DotAttention(nn.Module):
-    """Luong dot: score(q, h) = q^T h; the query and the encoder states share one size."""
+    """Luong dot: score(q, h) = q^T h; the query and the encoder states share one size.
 
-    def __init__(self, attention_fn: str = "softmax") -> None:
+    `scale` multiplies the scores: 1 is Luong's score; 1/sqrt(Q) is the Transformer's scaled
+    dot product, which keeps the scores of a wide query near unit variance, so the softmax does
+    not start out (and stay) one-hot on a single source position.
+    """
+
+    def __init__(self, attention_fn: str = "softmax", scale: float = 1.0) -> None:
         super().__init__()
         self.normalize = normalizer(attention_fn)
+        self.scale = scale
 
     def project_keys(self, states: Tensor) -> Tensor:
         return states
 
     def score(self, query: Tensor, keys: Tensor) -> Tensor:
-        return torch.bmm(query, keys.transpose(1, 2))
+        scores = torch.bmm(query, keys.transpose(1, 2))
+        return scores if self.scale == 1.0 else scores * self.scale
 
     def forward(
         self, query: Tensor, keys: Tensor, values: Tensor, mask: Tensor
@@ -196,8 +216,10 @@ class DotAttention(nn.Module):
 class GeneralAttention(DotAttention):
     """Luong general: score(q, h) = q^T W h; W h is the precomputed key."""
 
-    def __init__(self, query_size: int, key_size: int, attention_fn: str = "softmax") -> None:
-        super().__init__(attention_fn)
+    def __init__(
+        self, query_size: int, key_size: int, attention_fn: str = "softmax", scale: float = 1.0
+    ) -> None:
+        super().__init__(attention_fn, scale)
         self.key_proj = nn.Linear(key_size, query_size, bias=False)
 
     def project_keys(self, states: Tensor) -> Tensor:

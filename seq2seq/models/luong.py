@@ -4,7 +4,7 @@ A bidirectional GRU/LSTM reads the source into states h_i = [h_fwd_i; h_bwd_i]; 
 starts from s_0 = tanh(W_b [h_fwd_n; h_bwd_1]), layer by layer. Decoder step t:
 
     s_t = RNN(y_{t-1}, s_{t-1})     (with input feeding RNN([y_{t-1}; h~_{t-1}], s_{t-1}))
-    a_t = softmax_i(score(s_t, h_i))    general: s_t^T W h_i; dot: s_t^T P h_i
+    a_t = softmax_i(score(s_t, h_i))    general: s_t^T W h_i; dot: s_t^T P h_i (/ sqrt(H): scaled)
     c_t = sum_i a_ti h_i
     h~_t = tanh(W_c [c_t; s_t]) (+ lexical(a_t, x))     the attentional vector
     logits_t = W_gen h~_t
@@ -65,6 +65,7 @@ class Luong(nn.Module):
         share_embeddings: one embedding for source and target (needs a joint vocabulary).
         lexical: add the lexical model (`LexicalOutput`) to the attentional vector.
         attention_fn: "softmax", or a sparse mapping, "sparsemax" or "entmax15".
+        scaled_score: divide the scores by sqrt(H), as the Transformer does (`DotAttention`).
     """
 
     def __init__(
@@ -85,6 +86,7 @@ class Luong(nn.Module):
         share_embeddings: bool = False,
         lexical: bool = False,
         attention_fn: str = "softmax",
+        scaled_score: bool = False,
     ) -> None:
         super().__init__()
         check_choice("score", score, SCORES)
@@ -103,10 +105,11 @@ class Luong(nn.Module):
         self.encoder = make_rnn(cell, emb_dim, hidden_size, num_layers, dropout, bidirectional=True)
         self.bridge = nn.Linear(2 * hidden_size, hidden_size)
         self.memory_proj = nn.Linear(2 * hidden_size, hidden_size) if score == "dot" else None
+        scale = hidden_size**-0.5 if scaled_score else 1.0  # the query s_t is H wide
         self.attention: DotAttention = (
-            DotAttention(attention_fn)
+            DotAttention(attention_fn, scale)
             if score == "dot"
-            else GeneralAttention(hidden_size, memory_size, attention_fn)
+            else GeneralAttention(hidden_size, memory_size, attention_fn, scale)
         )
         self.combine = nn.Linear(memory_size + hidden_size, out_size, bias=False)
         rnn_input = emb_dim + (out_size if input_feeding else 0)  # [y_{t-1}; h~_{t-1}]
