@@ -214,23 +214,24 @@ def test_scaled_luong_scores_are_divided_and_the_weights_flatter(make):
     assert peak[1] < peak[0]  # 64-wide random queries: near one-hot unscaled, spread scaled
 
 
-def saved_bytes(fn, *inputs: Tensor) -> int:
-    """Bytes of new storage that autograd keeps for the backward pass while `fn()` runs: each
-    storage once, the inputs' own not counted (a decoder keeps them for all steps anyway)."""
+def saved_tensors(fn, *inputs: Tensor) -> dict[tuple[int, ...], int]:
+    """Shape -> bytes of the new storage autograd keeps for the backward pass while `fn()` runs:
+    each storage once, the inputs' own not counted (a decoder keeps them for all steps anyway)."""
     seen = {tensor.untyped_storage().data_ptr() for tensor in inputs}
-    total = 0
+    alive = []  # a counted storage's address is not reused by a later one
+    kept: dict[tuple[int, ...], int] = {}
 
     def pack(tensor: Tensor) -> Tensor:
-        nonlocal total
         storage = tensor.untyped_storage()
         if storage.data_ptr() not in seen:
             seen.add(storage.data_ptr())
-            total += storage.nbytes()
+            alive.append(storage)
+            kept[tuple(tensor.shape)] = kept.get(tuple(tensor.shape), 0) + storage.nbytes()
         return tensor
 
     with torch.autograd.graph.saved_tensors_hooks(pack, lambda tensor: tensor):
         fn()
-    return total
+    return kept
 
 
 def test_additive_scores_recompute_tanh_in_backward_with_the_same_gradients():
@@ -239,17 +240,40 @@ def test_additive_scores_recompute_tanh_in_backward_with_the_same_gradients():
     keys = torch.randn(3, 50, 32, requires_grad=True)  # (B, S, A)
     query = torch.randn(3, 1, 32, requires_grad=True)  # one decoder step
     grads = []
-    for scores_fn in (attention.energies, attention.score):
+    for scores_fn in (attention.score, attention.score_recomputed):
         scores = scores_fn(query, keys)
         grads.append(torch.autograd.grad((scores * scores).sum(),
                                          [query, keys, attention.v.weight]))
     for plain, recomputed in zip(*grads, strict=True):
         assert torch.equal(plain, recomputed)
-    kept = [saved_bytes(lambda f=f: f(query, keys), query, keys, attention.v.weight)
-            for f in (attention.energies, attention.score)]
-    assert kept == [3 * 50 * 32 * 4, 0]  # tanh(q + k), (B, T, S, A), is not kept
+    kept = [saved_tensors(lambda f=f: f(query, keys), query, keys, attention.v.weight)
+            for f in (attention.score, attention.score_recomputed)]
+    assert kept == [{(3, 1, 50, 32): 3 * 50 * 32 * 4}, {}]  # tanh(q + k) is not kept
     with torch.no_grad():
-        assert torch.equal(attention.score(query, keys), attention.energies(query, keys))
+        assert torch.equal(attention.score_recomputed(query, keys), attention.score(query, keys))
+
+
+@pytest.mark.parametrize("conditional", [False, True], ids=["bahdanau", "conditional"])
+def test_bahdanau_recomputes_its_attention_on_long_batches_with_the_same_gradients(
+    conditional: bool, monkeypatch: pytest.MonkeyPatch
+):
+    import seq2seq.models.bahdanau as bahdanau
+
+    torch.manual_seed(0)
+    model = bahdanau_model(conditional=conditional, attn_dim=64).train()
+    src, mask, tgt_in = make_batch()
+    runs = []
+    for threshold in (2**40, 0):  # never, always
+        monkeypatch.setattr(bahdanau, "RECOMPUTE_ATTENTION_BYTES", threshold)
+        torch.manual_seed(1)  # the same dropout masks
+        kept = saved_tensors(lambda: runs.append(model(src, mask, tgt_in)[0]))
+        model.zero_grad()
+        (runs[-1] ** 2).sum().backward()
+        runs[-1] = ([p.grad.clone() for p in model.parameters()], kept)
+    (plain, kept_plain), (recomputed, kept_recomputed) = runs
+    assert all(torch.equal(a, b) for a, b in zip(plain, recomputed, strict=True))
+    tanh = (3, 1, 7, 64)  # (B, 1, S, A) at each of the T steps
+    assert kept_plain[tanh] == 3 * 7 * 64 * 4 * TGT_LEN and tanh not in kept_recomputed
 
 
 # ---------------------------------------------------------------- recurrent models

@@ -155,21 +155,22 @@ class AdditiveAttention(nn.Module):
     def project_keys(self, states: Tensor) -> Tensor:
         return self.key_proj(states)
 
-    def energies(self, query: Tensor, keys: Tensor) -> Tensor:
+    def score(self, query: Tensor, keys: Tensor) -> Tensor:
         """(B, T, A) projected queries, (B, S, A) keys -> (B, T, S) scores, v^T tanh(q + k)."""
         return self.v(torch.tanh(query.unsqueeze(2) + keys.unsqueeze(1))).squeeze(-1)
 
-    def score(self, query: Tensor, keys: Tensor) -> Tensor:
-        """`energies`; in training without their (B, T, S, A) tanh kept for the backward pass.
+    def score_recomputed(self, query: Tensor, keys: Tensor) -> Tensor:
+        """`score`, without its (B, T, S, A) tanh kept for the backward pass.
 
-        Autograd would keep tanh(q + k) of every decoder step until the backward pass: B*S*A
-        floats a step, which on long sentences is most of a batch's memory (4,096-token batches
-        of 200-piece pairs: about 0.8 GiB). Checkpointing keeps only q and k and recomputes the
-        tanh in backward, with the same operations, so the gradients are bit for bit the same.
+        Autograd keeps tanh(q + k) of every decoder step until the backward pass, B*S*A floats a
+        step: B*S*T*A for a batch, which for long pairs is most of the memory of training
+        (4,096-token batches of 230-piece pairs: 0.85 GiB). Checkpointing keeps only q and k and
+        recomputes the tanh in backward with the same operations, so the gradients are bit for
+        bit the same; the price is a second tanh of the step.
         """
         if torch.is_grad_enabled() and (query.requires_grad or keys.requires_grad):
-            return checkpoint(self.energies, query, keys, use_reentrant=False)
-        return self.energies(query, keys)
+            return checkpoint(self.score, query, keys, use_reentrant=False)
+        return self.score(query, keys)
 
     def forward(
         self,
@@ -178,12 +179,15 @@ class AdditiveAttention(nn.Module):
         values: Tensor,
         mask: Tensor,
         query_extra: Tensor | None = None,
+        recompute: bool = False,
     ) -> tuple[Tensor, Tensor]:
-        """Query (B, Q) or (B, T, Q) -> context (B[, T], K), weights (B[, T], S); see `attend`."""
+        """Query (B, Q) or (B, T, Q) -> context (B[, T], K), weights (B[, T], S); see `attend`.
+        `recompute`: score with `score_recomputed`."""
         projected = self.query_proj(query)
         if query_extra is not None:
             projected = projected + query_extra
-        return attend(self.score, projected, keys, values, mask, self.normalize)
+        scores_fn = self.score_recomputed if recompute else self.score
+        return attend(scores_fn, projected, keys, values, mask, self.normalize)
 
 
 class DotAttention(nn.Module):

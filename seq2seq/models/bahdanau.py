@@ -45,6 +45,11 @@ from seq2seq.models.layers import (
 )
 from seq2seq.tokenization import PAD_ID
 
+# Teacher forcing recomputes the additive scores' tanh in backward when keeping it would take
+# more than this (B*T*S*attn_dim floats): long batches only. Ding's 1,500-token batches keep
+# about 25 MiB, a 4,096-token docs batch of 30-piece pairs 120 MiB, one of 230-piece pairs 0.85 GiB.
+RECOMPUTE_ATTENTION_BYTES = 256 * 2**20
+
 
 class Bahdanau(nn.Module):
     """Bidirectional RNN encoder and a decoder that attends with s_{t-1}, then steps.
@@ -131,7 +136,12 @@ class Bahdanau(nn.Module):
         return bridge_state(self.bridge, self.decoder, enc.final)
 
     def _step(
-        self, gates: Tensor, word_query: Tensor | None, state: RNNState, enc: EncoderOutput
+        self,
+        gates: Tensor,
+        word_query: Tensor | None,
+        state: RNNState,
+        enc: EncoderOutput,
+        recompute: bool = False,
     ) -> tuple[RNNState, Tensor, Tensor]:
         """One decoder step after the embedding: attend, then step.
 
@@ -140,26 +150,32 @@ class Bahdanau(nn.Module):
             word_query: (B, A) Y y_{t-1}, or None without `query_word`.
             state: s_{t-1}.
             enc: the encoder output.
+            recompute: the attention recomputes its tanh in backward (`score_recomputed`).
 
         Returns:
             s_t, the context c_t (B, 2H) and the weights a_t (B, S).
         """
         if self.context_rnn is not None:  # conditional
-            return self._conditional_step(gates, word_query, state, enc)
+            return self._conditional_step(gates, word_query, state, enc, recompute)
         context, weights = self.attention(
-            state.hidden[-1], enc.keys, enc.states, enc.mask, query_extra=word_query
+            state.hidden[-1], enc.keys, enc.states, enc.mask, word_query, recompute
         )  # s_{t-1} queries: (B, 2H), (B, S)
         state = rnn_step(self.decoder, context, state, gates=gates)  # RNN([y_{t-1}; c_t])
         return state, context, weights
 
     def _conditional_step(
-        self, gates: Tensor, word_query: Tensor | None, state: RNNState, enc: EncoderOutput
+        self,
+        gates: Tensor,
+        word_query: Tensor | None,
+        state: RNNState,
+        enc: EncoderOutput,
+        recompute: bool,
     ) -> tuple[RNNState, Tensor, Tensor]:
         """conditional: s'_t = RNN(y_{t-1}, s_{t-1}) queries; s_t = RNN_2(c_t, s'_t) on the
         top layer. Arguments and results as `_step`."""
         state = rnn_step(self.decoder, None, state, gates=gates)  # s'_t
         context, weights = self.attention(
-            state.hidden[-1], enc.keys, enc.states, enc.mask, query_extra=word_query
+            state.hidden[-1], enc.keys, enc.states, enc.mask, word_query, recompute
         )
         assert self.context_rnn is not None
         top = RNNState(
@@ -211,10 +227,13 @@ class Bahdanau(nn.Module):
             if self.word_query is not None
             else [None] * emb.size(1)
         )
+        assert enc.keys is not None
+        kept = enc.keys.numel() * emb.size(1) * enc.keys.element_size()  # B*S*A*T
+        recompute = torch.is_grad_enabled() and kept > RECOMPUTE_ATTENTION_BYTES
         tops, contexts, weights = [], [], []
         # unbind: its backward is one stack, not T copies
         for gates_t, word_t in zip(gates.unbind(dim=1), word_queries, strict=True):
-            state, context, step_weights = self._step(gates_t, word_t, state, enc)
+            state, context, step_weights = self._step(gates_t, word_t, state, enc, recompute)
             tops.append(state.hidden[-1])
             contexts.append(context)
             weights.append(step_weights)
