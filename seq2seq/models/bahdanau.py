@@ -46,8 +46,9 @@ from seq2seq.models.layers import (
 from seq2seq.tokenization import PAD_ID
 
 # Teacher forcing recomputes the additive scores' tanh in backward when keeping it would take
-# more than this (B*T*S*attn_dim floats): long batches only. Ding's 1,500-token batches keep
-# about 25 MiB, a 4,096-token docs batch of 30-piece pairs 120 MiB, one of 230-piece pairs 0.85 GiB.
+# more than this (B*T*S*attn_dim floats): long batches only. Ding's 1,500-token batches keep at
+# most 132 MiB (B*max(S, T) <= 1,500, targets up to 89 pieces), so Ding never recomputes; a
+# 4,096-token docs batch of 30-piece pairs keeps 120 MiB, one of 230-piece pairs 0.85 GiB.
 RECOMPUTE_ATTENTION_BYTES = 256 * 2**20
 
 
