@@ -207,8 +207,7 @@ class DotAttention(nn.Module):
         return states
 
     def score(self, query: Tensor, keys: Tensor) -> Tensor:
-        scores = torch.bmm(query, keys.transpose(1, 2))
-        return scores if self.scale == 1.0 else scores * self.scale
+        return torch.bmm(query, keys.transpose(1, 2)) * self.scale  # * 1.0 is exact
 
     def forward(
         self, query: Tensor, keys: Tensor, values: Tensor, mask: Tensor
