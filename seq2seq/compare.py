@@ -175,6 +175,30 @@ def fmt(value: Any) -> str:
     return str(value)
 
 
+def against_baseline(buckets: dict[str, list[dict]], baseline: str = "vanilla") -> list[str]:
+    """The length study's gap rows: each variant's BLEU per bucket minus the baseline's, in BLEU
+    points, then as a ratio (markdown rows in the order of `buckets`; none without the baseline).
+
+    Both matter: a baseline near zero BLEU on long sentences has little left to lose there, so
+    the difference in points can shrink while the ratio grows.
+    """
+    if baseline not in buckets:
+        return []
+    names = [b["bucket"] for b in buckets[baseline]]
+    base = {b["bucket"]: b["bleu"] for b in buckets[baseline]}
+    others = {v: {b["bucket"]: b["bleu"] for b in bs} for v, bs in buckets.items() if v != baseline}
+
+    def row(label: str, cells: list[str]) -> str:
+        return f"| {label} | " + " | ".join(cells) + " |"
+
+    points = [row(f"{v} − {baseline} (BLEU points)", [
+        fmt(bleu[n] - base[n]) if n in bleu else "–" for n in names]) for v, bleu in others.items()]
+    ratios = [row(f"{v} / {baseline}", [
+        f"{bleu[n] / base[n]:.1f}×" if n in bleu and base[n] > 0 else "–" for n in names])
+        for v, bleu in others.items()]
+    return points + ratios
+
+
 def write_report(out_dir: Path, studies: dict[str, dict[str, Any]], command: str) -> None:
     out_dir.mkdir(parents=True, exist_ok=True)
     rows = [s["row"] for s in studies.values()]
@@ -208,6 +232,7 @@ def write_report(out_dir: Path, studies: dict[str, dict[str, Any]], command: str
             fmt(by_name[n]["bleu"]) if n in by_name else "–" for n in bucket_names) + " |")
     counts = {b["bucket"]: b["n"] for b in any_study["buckets"]}
     lines.append("| sentences | " + " | ".join(fmt(counts.get(n)) for n in bucket_names) + " |")
+    lines += against_baseline({v: s["buckets"] for v, s in studies.items()})
     lines += ["", "AER: attention teacher-forced on the test references against eflomal word "
               "alignments (lower is better); aer_diagonal and aer_shifted score the diagonal "
               "and the diagonal shifted by one word on the same words; probe_weights: the "

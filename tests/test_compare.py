@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from seq2seq.compare import COLUMNS, main
+from seq2seq.compare import COLUMNS, against_baseline, main
 from tests.tiny import QUICK_TRAINER, corpus_overrides
 
 
@@ -39,3 +39,23 @@ def test_compare_writes_the_report(tmp_path: Path, jobs: int) -> None:
     assert len(list((tmp_path / "runs" / "compare").glob("*/*/console.log"))) == (jobs > 1) * 2
     # the length study's buckets are the corpus's (data.length_buckets: 10, 20, ... for files)
     assert "| variant | 1-10 |" in report
+    assert "| bahdanau − vanilla (BLEU points) |" in report and "| bahdanau / vanilla |" in report
+
+
+def test_the_length_study_sets_each_variant_against_vanilla_in_points_and_as_a_ratio() -> None:
+    def buckets(*bleu: float) -> list[dict]:
+        return [{"bucket": name, "n": 100, "bleu": b}
+                for name, b in zip(["1-10", "11-20", "21+"], bleu, strict=False)]
+
+    rows = against_baseline({"vanilla": buckets(8.0, 4.0, 2.0),
+                             "bahdanau": buckets(30.0, 28.0, 16.0),
+                             "luong": buckets(20.0, 20.0)})  # luong has no long sentence
+    assert rows == [
+        "| bahdanau − vanilla (BLEU points) | 22.00 | 24.00 | 14.00 |",
+        "| luong − vanilla (BLEU points) | 12.00 | 16.00 | – |",
+        "| bahdanau / vanilla | 3.8× | 7.0× | 8.0× |",
+        "| luong / vanilla | 2.5× | 5.0× | – |",
+    ]
+    assert against_baseline({"bahdanau": buckets(30.0)}) == []  # no baseline, no rows
+    zero = against_baseline({"vanilla": buckets(0.0), "bahdanau": buckets(5.0)})
+    assert zero == ["| bahdanau − vanilla (BLEU points) | 5.00 |", "| bahdanau / vanilla | – |"]
