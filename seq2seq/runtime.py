@@ -94,6 +94,25 @@ def keep_freed_memory() -> bool:
     )
 
 
+def release_freed_memory() -> bool:
+    """Hand the pages of freed blocks back to the OS now (glibc's malloc_trim(0)).
+
+    keep_freed_memory() keeps the training step's freed blocks in the heap for the next step;
+    a decode needs other shapes, so before one the heap the training left is returned
+    instead of sitting under the decode's own allocations: the peak of a run is then the
+    larger of the two phases, not their sum. A later training step faults its pages in
+    again once (a fraction of a second). Returns whether anything was released (Linux with
+    glibc only).
+    """
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        trim = ctypes.CDLL("libc.so.6").malloc_trim
+    except (OSError, AttributeError):  # not glibc (e.g. musl)
+        return False
+    return trim(0) == 1
+
+
 def peak_memory_mib() -> float:
     """This process's peak resident memory so far (ru_maxrss), in MiB."""
     import resource

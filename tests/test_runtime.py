@@ -38,6 +38,35 @@ def test_freed_blocks_stay_in_the_process_for_reuse() -> None:
     assert kept < 16  # with the settings it stays, to serve the next big tensor
 
 
+TRIM = """
+import torch
+from seq2seq.runtime import keep_freed_memory, release_freed_memory
+assert keep_freed_memory()
+def rss_mib():
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * 4096 / 2**20
+big = torch.ones(64 * 2**20 // 4)  # 64 MiB, touched
+pin = torch.ones(2**20 // 4)  # allocated after it: the freed block is inside the heap, not on top
+del big
+kept = rss_mib()
+released = release_freed_memory()
+print(released, kept - rss_mib())
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc malloc settings")
+def test_freed_blocks_go_back_to_the_os_before_a_decode() -> None:
+    try:
+        out = subprocess.run([sys.executable, "-c", TRIM], capture_output=True, text=True,
+                             check=True).stdout.split()
+    except subprocess.CalledProcessError as error:
+        if "AssertionError" in error.stderr:
+            pytest.skip("not glibc")
+        raise
+    assert out[0] == "True"
+    assert float(out[1]) > 48  # the 64 MiB block's pages leave the process though it stays mapped
+
+
 def test_precision_auto_is_fp32_on_the_cpu() -> None:
     import torch
 

@@ -31,7 +31,7 @@ from seq2seq.evaluation.decode_and_score import (
     decode_ids,
     eval_mode,
 )
-from seq2seq.runtime import Runtime
+from seq2seq.runtime import Runtime, release_freed_memory
 from seq2seq.tokenization import EOS_ID, PAD_ID
 from seq2seq.training.loss import token_losses
 from seq2seq.visualization import attention_heatmap, head_grid
@@ -116,6 +116,7 @@ class Validator:
     def validate(self, step: int, elapsed: float) -> dict[str, float]:
         """Validation loss, BLEU, chrF, focus as one history row; to TensorBoard with samples
         and the probe heatmaps."""
+        release_freed_memory()  # the training step's heap, before the decode's
         loss = self.loss()
         result = decode_and_score(
             self.model, self.data.tokenizer, self.valid, self.valid_settings, self.rt.device,
@@ -209,6 +210,7 @@ class Validator:
         if best.is_file():
             trained.load_state_dict(load_checkpoint(best)["model"])
             model, scored = trained, str(best)
+        release_freed_memory()  # the training's heap and the checkpoint, before the decode
         start = time.monotonic()
         result = decode_and_score(model, self.data.tokenizer, self.data.splits["test"],
                                   self.test_settings, self.rt.device,
