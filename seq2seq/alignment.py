@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+import shutil
 import subprocess
 import tempfile
 from dataclasses import dataclass
@@ -125,23 +126,33 @@ def reference_links(
     except AlignerUnavailable as err:
         print(f"attention alignment (AER): unavailable: {err}")
         return None
-    result, start = {}, 0
-    folder.mkdir(parents=True, exist_ok=True)
-    for name in names:
-        result[name] = links[start:start + len(splits[name][0])]
-        start += len(splits[name][0])
-        write_links(result[name], *files[name])
+    # Staged in a folder of its own and renamed into place whole: two trainings that align
+    # the same corpus at once (make compare with jobs=2) each sample other links, and both
+    # must go on with the links of the one that lands first, as every later run will.
+    cache_root.mkdir(parents=True, exist_ok=True)
+    staged = Path(tempfile.mkdtemp(prefix=f".{folder.name}.", dir=cache_root))
+    try:
+        start = 0
+        for name in names:
+            write_links(links[start:start + len(splits[name][0])],
+                        *(staged / path.name for path in files[name]))
+            start += len(splits[name][0])
+        try:
+            staged.rename(folder)
+        except OSError:
+            if not all(sure.is_file() and possible.is_file() for sure, possible in files.values()):
+                raise  # not a concurrent alignment that won
+    finally:
+        shutil.rmtree(staged, ignore_errors=True)
     if verbose:
         print(f"aligned {len(src):,} sentence pairs with eflomal into {folder}")
-    return result
+    return {name: read_links(*paths) for name, paths in files.items()}
 
 
 def write_links(links: list[Links], sure_path: Path, possible_path: Path) -> None:
     for path, attr in ((sure_path, "sure"), (possible_path, "possible")):
         lines = (" ".join(f"{i}-{j}" for i, j in sorted(getattr(pair, attr))) for pair in links)
-        tmp = path.with_suffix(path.suffix + ".tmp")
-        tmp.write_text("".join(line + "\n" for line in lines))
-        tmp.replace(path)
+        path.write_text("".join(line + "\n" for line in lines))
 
 
 def read_links(sure_path: Path, possible_path: Path) -> list[Links]:

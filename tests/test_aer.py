@@ -151,3 +151,36 @@ def test_without_the_aligner_the_metric_is_unavailable_in_one_line(
     out = capsys.readouterr().out.strip().splitlines()
     assert out == ["attention alignment (AER): unavailable: the eflomal package is not "
                    "installed (pip install eflomal)"]
+
+
+
+ALIGN_AT_ONCE = """
+import hashlib, json, sys
+from pathlib import Path
+from seq2seq.alignment import reference_links
+splits = json.loads(sys.argv[2])
+found = reference_links(splits, Path(sys.argv[1]), verbose=False)
+print(hashlib.sha256(repr(sorted((n, [sorted(l.possible) for l in found[n]]) for n in found))
+                     .encode()).hexdigest())
+"""
+
+
+def test_trainings_that_align_the_same_corpus_at_once_go_on_with_the_same_links(
+        tmp_path: Path) -> None:
+    """make compare with jobs=2 starts two trainings that align one corpus together; eflomal
+    samples differently in each, and both must score on the links that are cached."""
+    import json
+    import subprocess
+
+    rows = pairs(300, seed=1)
+    splits = {"train": ([s for s, _ in rows[:280]], [t for _, t in rows[:280]]),
+              "test": ([s for s, _ in rows[280:]], [t for _, t in rows[280:]])}
+    runs = [subprocess.Popen([sys.executable, "-c", ALIGN_AT_ONCE, str(tmp_path),
+                              json.dumps(splits)], stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True) for _ in range(3)]
+    outputs = [run.communicate() for run in runs]
+    assert [run.returncode for run in runs] == [0, 0, 0], [err for _, err in outputs]
+    assert len({out for out, _ in outputs}) == 1  # one set of links for all three
+    (folder,) = tmp_path.iterdir()  # the staged folders of the losers are gone
+    assert sorted(p.name for p in folder.iterdir()) == [
+        "test.possible", "test.sure", "train.possible", "train.sure"]
