@@ -29,7 +29,7 @@ from seq2seq.decoding import DecodeSettings, decode_settings
 from seq2seq.errors import UserError, exit_on_user_error
 from seq2seq.evaluation.aer import probe_alignment
 from seq2seq.evaluation.decode_and_score import decode_and_score, decode_ids
-from seq2seq.evaluation.metrics import bleu_by_length
+from seq2seq.evaluation.metrics import bleu_by_length, bleu_gap_by_length
 from seq2seq.inference import load_for_inference
 from seq2seq.tokenization import EOS_ID
 from seq2seq.training.loop import train
@@ -162,7 +162,25 @@ def study_variant(variant: str, run_dir: Path, metrics: dict[str, Any]) -> dict[
     }
     return {"row": row, "buckets": buckets, "probe": probe_row, "history": metrics["history"],
             "signature": test_metrics["bleu_signature"], "test_set": test_metrics["test_set"],
-            "alignment": alignment}
+            "alignment": alignment, "scored": (test.src_text, beam_hyps, test.tgt_text),
+            "edges": tuple(cfg.data.length_buckets), "tokenize": cfg.data.bleu_tokenize}
+
+
+def gap_intervals(studies: dict[str, dict[str, Any]], baseline: str = "vanilla"
+                  ) -> dict[str, list[dict]]:
+    """Each variant's BLEU gap to the baseline per length bucket with its 95% paired bootstrap
+    interval (`bleu_gap_by_length` on the beam hypotheses); none without the baseline."""
+    if baseline not in studies:
+        return {}
+    sources, base_hyps, references = studies[baseline]["scored"]
+    gaps = {}
+    for variant, s in studies.items():
+        if variant != baseline:
+            if (s["scored"][0], s["scored"][2]) != (sources, references):
+                raise ValueError(f"{variant} was tested on other sentences than {baseline}")
+            gaps[variant] = bleu_gap_by_length(sources, s["scored"][1], base_hyps, references,
+                                               edges=s["edges"], tokenize=s["tokenize"])
+    return gaps
 
 
 def fmt(value: Any) -> str:
@@ -175,12 +193,15 @@ def fmt(value: Any) -> str:
     return str(value)
 
 
-def against_baseline(buckets: dict[str, list[dict]], baseline: str = "vanilla") -> list[str]:
+def against_baseline(buckets: dict[str, list[dict]], baseline: str = "vanilla",
+                     intervals: dict[str, list[dict]] | None = None) -> list[str]:
     """The length study's gap rows: each variant's BLEU per bucket minus the baseline's, in BLEU
-    points, then as a ratio (markdown rows in the order of `buckets`; none without the baseline).
+    points, then as a ratio (markdown rows in the order of `buckets`; none without the baseline),
+    then the 95% interval of the gap in points where `intervals` (of `gap_intervals`) has it.
 
     Both matter: a baseline near zero BLEU on long sentences has little left to lose there, so
-    the difference in points can shrink while the ratio grows.
+    the difference in points can shrink while the ratio grows. The interval says whether a
+    change from one bucket to the next is more than the draw of test sentences.
     """
     if baseline not in buckets:
         return []
@@ -196,10 +217,17 @@ def against_baseline(buckets: dict[str, list[dict]], baseline: str = "vanilla") 
     ratios = [row(f"{v} / {baseline}", [
         f"{bleu[n] / base[n]:.1f}×" if n in bleu and base[n] > 0 else "–" for n in names])
         for v, bleu in others.items()]
-    return points + ratios
+    spans = []
+    for v, rows in (intervals or {}).items():
+        by_name = {r["bucket"]: r for r in rows}
+        spans.append(row(f"{v} − {baseline}, 95% interval", [
+            f"{by_name[n]['low']:.2f} to {by_name[n]['high']:.2f}" if n in by_name else "–"
+            for n in names]))
+    return points + ratios + spans
 
 
-def write_report(out_dir: Path, studies: dict[str, dict[str, Any]], command: str) -> None:
+def write_report(out_dir: Path, studies: dict[str, dict[str, Any]], command: str,
+                 intervals: dict[str, list[dict]] | None = None) -> None:
     out_dir.mkdir(parents=True, exist_ok=True)
     rows = [s["row"] for s in studies.values()]
     with open(out_dir / "compare.csv", "w", newline="", encoding="utf-8") as f:
@@ -232,7 +260,8 @@ def write_report(out_dir: Path, studies: dict[str, dict[str, Any]], command: str
             fmt(by_name[n]["bleu"]) if n in by_name else "–" for n in bucket_names) + " |")
     counts = {b["bucket"]: b["n"] for b in any_study["buckets"]}
     lines.append("| sentences | " + " | ".join(fmt(counts.get(n)) for n in bucket_names) + " |")
-    lines += against_baseline({v: s["buckets"] for v, s in studies.items()})
+    lines += against_baseline({v: s["buckets"] for v, s in studies.items()},
+                              intervals=intervals)
     lines += ["", "AER: attention teacher-forced on the test references against eflomal word "
               "alignments (lower is better); aer_diagonal and aer_shifted score the diagonal "
               "and the diagonal shifted by one word on the same words; probe_weights: the "
@@ -296,10 +325,13 @@ def main(argv: list[str] | None = None) -> None:
     studies = {variant: study_variant(variant, root / variant, metrics)
                for variant, metrics in trained.items()}
     out_dir = Path(settings.out_dir)
-    write_report(out_dir, studies, " ".join(["python -m seq2seq.compare", *overrides]))
+    intervals = gap_intervals(studies)
+    write_report(out_dir, studies, " ".join(["python -m seq2seq.compare", *overrides]),
+                 intervals)
     (out_dir / "compare.json").write_text(json.dumps(
-        {v: {k: s[k] for k in ("row", "buckets", "history")} for v, s in studies.items()},
-        indent=2))
+        {v: {**{k: s[k] for k in ("row", "buckets", "history")},
+             **({"gap_to_vanilla": intervals[v]} if v in intervals else {})}
+         for v, s in studies.items()}, indent=2))
     print((out_dir / "compare.md").read_text(encoding="utf-8"))
     print(f"runs: {root} (make tensorboard overlays them)")
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import json
 from pathlib import Path
 
 import pytest
@@ -40,6 +41,14 @@ def test_compare_writes_the_report(tmp_path: Path, jobs: int) -> None:
     # the length study's buckets are the corpus's (data.length_buckets: 10, 20, ... for files)
     assert "| variant | 1-10 |" in report
     assert "| bahdanau − vanilla (BLEU points) |" in report and "| bahdanau / vanilla |" in report
+    assert "| bahdanau − vanilla, 95% interval |" in report
+    studied = json.loads((out / "compare.json").read_text(encoding="utf-8"))
+    gaps = {r["bucket"]: r for r in studied["bahdanau"]["gap_to_vanilla"]}
+    assert "gap_to_vanilla" not in studied["vanilla"]
+    for b, v in zip(studied["bahdanau"]["buckets"], studied["vanilla"]["buckets"], strict=True):
+        gap = gaps[b["bucket"]]
+        assert gap["gap"] == pytest.approx(b["bleu"] - v["bleu"])  # the table's buckets
+        assert gap["low"] <= gap["gap"] <= gap["high"]
 
 
 def test_the_length_study_sets_each_variant_against_vanilla_in_points_and_as_a_ratio() -> None:
@@ -59,3 +68,7 @@ def test_the_length_study_sets_each_variant_against_vanilla_in_points_and_as_a_r
     assert against_baseline({"bahdanau": buckets(30.0)}) == []  # no baseline, no rows
     zero = against_baseline({"vanilla": buckets(0.0), "bahdanau": buckets(5.0)})
     assert zero == ["| bahdanau − vanilla (BLEU points) | 5.00 |", "| bahdanau / vanilla | – |"]
+    spans = against_baseline({"vanilla": buckets(8.0, 4.0), "bahdanau": buckets(30.0, 28.0)},
+                             intervals={"bahdanau": [{"bucket": "1-10", "n": 100, "gap": 22.0,
+                                                      "low": 19.5, "high": 24.25}]})
+    assert spans[-1] == "| bahdanau − vanilla, 95% interval | 19.50 to 24.25 | – |"

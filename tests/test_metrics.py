@@ -4,7 +4,7 @@ import pytest
 import sacrebleu
 
 from seq2seq.errors import UserError
-from seq2seq.evaluation.metrics import bleu_by_length, score
+from seq2seq.evaluation.metrics import bleu_by_length, bleu_gap_by_length, score
 
 HYPS = [
     "Jane went to the store.",
@@ -91,3 +91,26 @@ def test_length_buckets_reject_bad_edges_and_mismatched_sources():
         bleu_by_length(["a"], ["a"], ["a"], edges=(10, 5))
     with pytest.raises(UserError, match="2 sources but 1 references"):
         bleu_by_length(["a", "b"], ["a"], ["a"])
+
+
+def test_the_gap_by_length_is_the_bucket_scores_difference_with_a_paired_interval():
+    refs = [f"the cat number {i} sat on the mat today" for i in range(40)]
+    sources = [" ".join(["w"] * (3 if i < 20 else 12)) for i in range(40)]
+    # short bucket: the system is right and the baseline wrong everywhere; long bucket: both
+    # right on half of the sentences, on different halves, so only the draw decides the gap
+    system = refs[:20] + [r if i % 2 else "a dog ran" for i, r in enumerate(refs[20:])]
+    baseline = ["a dog ran"] * 20 + [r if i % 2 == 0 else "a dog ran"
+                                     for i, r in enumerate(refs[20:])]
+    rows = bleu_gap_by_length(sources, system, baseline, refs, edges=(5,), resamples=200)
+    ours, theirs = (bleu_by_length(sources, h, refs, edges=(5,)) for h in (system, baseline))
+    assert [r["bucket"] for r in rows] == ["1-5", "6+"] and [r["n"] for r in rows] == [20, 20]
+    for row, a, b in zip(rows, ours, theirs, strict=True):
+        assert row["gap"] == pytest.approx(a["bleu"] - b["bleu"])
+        assert row["low"] <= row["gap"] <= row["high"]
+    assert rows[0]["low"] > 50  # right against wrong on every sentence of the bucket
+    assert rows[1]["low"] < 0 < rows[1]["high"]  # a coin toss: the interval spans zero
+    assert rows == bleu_gap_by_length(sources, system, baseline, refs, edges=(5,), resamples=200)
+    same = bleu_gap_by_length(sources, system, system, refs, edges=(5,), resamples=50)
+    assert all(r["gap"] == r["low"] == r["high"] == 0 for r in same)
+    with pytest.raises(UserError, match="1 hypotheses but 40 references"):
+        bleu_gap_by_length(sources, system, baseline[:1], refs)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
+import numpy as np
 from sacrebleu.metrics import BLEU, CHRF
 
 from seq2seq.errors import UserError
@@ -129,25 +130,79 @@ def bleu_by_length(
         UserError: the three lists differ in length or are empty, or the tokenizer is unknown.
         ValueError: `edges` is empty, not positive, or not strictly increasing.
     """
-    if not edges or edges[0] < 1 or any(b <= a for a, b in zip(edges[:-1], edges[1:], strict=True)):
-        raise ValueError(f"edges must be positive and strictly increasing, got {edges}")
     _check_pairs(hypotheses, references)
     if len(sources) != len(references):
         raise UserError(
             f"cannot score by length: {len(sources)} sources but {len(references)} references"
         )
+    bleu = _bleu_metric(tokenize)
+    rows = []
+    for label, idx in _bucket_members(sources, edges):
+        hyps = [hypotheses[i] for i in idx]
+        refs = [references[i] for i in idx]
+        rows.append({"bucket": label, "n": len(idx), "bleu": _corpus_bleu(bleu, hyps, refs)})
+    return rows
+
+
+def _bucket_members(sources: list[str], edges: tuple[int, ...]) -> list[tuple[str, list[int]]]:
+    """(label, indices of the sources in it) for every bucket that holds a sentence."""
+    if not edges or edges[0] < 1 or any(b <= a for a, b in zip(edges[:-1], edges[1:], strict=True)):
+        raise ValueError(f"edges must be positive and strictly increasing, got {edges}")
     labels = _bucket_labels(edges)
     members: list[list[int]] = [[] for _ in labels]
     for i, source in enumerate(sources):
         n_words = len(source.split())
         bucket = next((b for b, edge in enumerate(edges) if n_words <= edge), len(edges))
         members[bucket].append(i)
+    return [(label, idx) for label, idx in zip(labels, members, strict=True) if idx]
+
+
+def bleu_gap_by_length(
+    sources: list[str],
+    hypotheses: list[str],
+    baseline: list[str],
+    references: list[str],
+    edges: tuple[int, ...] = (5, 10, 15, 20, 30),
+    tokenize: str | None = None,
+    resamples: int = 1000,
+    seed: int = 0,
+) -> list[dict]:
+    """Per bucket of source length, corpus BLEU of `hypotheses` minus that of `baseline` on the
+    same sentences, with a 95% paired bootstrap interval (Koehn 2004).
+
+    Each resample draws the bucket's sentences with replacement and scores both systems on the
+    same draw, from sacrebleu's sentence statistics (as its own paired test does), so the
+    interval says whether a change of the gap from one bucket to the next exceeds what the
+    choice of test sentences alone would give.
+
+    Returns:
+        `[{"bucket": "1-5", "n": 12, "gap": 3.1, "low": 1.0, "high": 5.2}, ...]` in length
+        order, buckets as in `bleu_by_length`.
+
+    Raises:
+        UserError, ValueError: as `bleu_by_length`; also when `baseline` is not aligned.
+    """
+    _check_pairs(hypotheses, references)
+    _check_pairs(baseline, references)
+    if len(sources) != len(references):
+        raise UserError(
+            f"cannot score by length: {len(sources)} sources but {len(references)} references"
+        )
+    buckets = _bucket_members(sources, edges)
     bleu = _bleu_metric(tokenize)
+    system = np.asarray(bleu._extract_corpus_statistics(hypotheses, [references]))
+    base = np.asarray(bleu._extract_corpus_statistics(baseline, [references]))
+
+    def gap(idx: np.ndarray) -> float:
+        return float(bleu._compute_score_from_stats(system[idx].sum(0)).score
+                     - bleu._compute_score_from_stats(base[idx].sum(0)).score)
+
+    rng = np.random.default_rng(seed)
     rows = []
-    for label, idx in zip(labels, members, strict=True):
-        if not idx:
-            continue
-        hyps = [hypotheses[i] for i in idx]
-        refs = [references[i] for i in idx]
-        rows.append({"bucket": label, "n": len(idx), "bleu": _corpus_bleu(bleu, hyps, refs)})
+    for label, members in buckets:
+        idx = np.asarray(members)
+        draws = [gap(rng.choice(idx, size=len(idx))) for _ in range(resamples)]
+        low, high = np.percentile(draws, [2.5, 97.5])
+        rows.append({"bucket": label, "n": len(idx), "gap": gap(idx), "low": float(low),
+                     "high": float(high)})
     return rows
