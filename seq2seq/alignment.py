@@ -139,9 +139,10 @@ def reference_links(
             start += len(splits[name][0])
         try:
             staged.rename(folder)
-        except OSError:
+        except OSError:  # a concurrent alignment won, or an older version left part of one
             if not all(sure.is_file() and possible.is_file() for sure, possible in files.values()):
-                raise  # not a concurrent alignment that won
+                shutil.rmtree(folder)  # only a stale folder is ever incomplete
+                staged.rename(folder)
     finally:
         shutil.rmtree(staged, ignore_errors=True)
     if verbose:

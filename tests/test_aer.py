@@ -184,3 +184,17 @@ def test_trainings_that_align_the_same_corpus_at_once_go_on_with_the_same_links(
     (folder,) = tmp_path.iterdir()  # the staged folders of the losers are gone
     assert sorted(p.name for p in folder.iterdir()) == [
         "test.possible", "test.sure", "train.possible", "train.sure"]
+
+
+def test_a_folder_left_half_written_by_an_older_version_is_replaced(tmp_path: Path) -> None:
+    rows = pairs(300, seed=2)
+    splits = {"train": ([s for s, _ in rows[:280]], [t for _, t in rows[:280]]),
+              "test": ([s for s, _ in rows[280:]], [t for _, t in rows[280:]])}
+    found = reference_links(splits, tmp_path, verbose=False)
+    (folder,) = tmp_path.iterdir()
+    (folder / "train.possible").unlink()  # as a crash between two files left it
+    again = reference_links(splits, tmp_path, verbose=False)
+    assert again is not None and len(again["train"]) == 280 and len(again["test"]) == 20
+    assert sorted(p.name for p in folder.iterdir()) == [
+        "test.possible", "test.sure", "train.possible", "train.sure"]
+    assert found is not None and [p.name for p in tmp_path.iterdir()] == [folder.name]
