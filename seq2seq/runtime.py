@@ -12,6 +12,7 @@ import os
 import random
 import sys
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 import torch.distributed as dist
@@ -80,12 +81,8 @@ def keep_freed_memory() -> bool:
     just does not shrink after a peak. Returns whether the settings were applied (Linux with
     glibc only).
     """
-    if not sys.platform.startswith("linux"):
-        return False
-    try:
-        libc = ctypes.CDLL("libc.so.6")
-        mallopt = libc.mallopt
-    except (OSError, AttributeError):  # not glibc (e.g. musl)
+    mallopt = _glibc_function("mallopt")
+    if mallopt is None:
         return False
     m_trim_threshold, m_top_pad, m_mmap_max = -1, -2, -4
     return all(
@@ -104,13 +101,18 @@ def release_freed_memory() -> bool:
     again once (a fraction of a second). Returns whether anything was released (Linux with
     glibc only).
     """
+    trim = _glibc_function("malloc_trim")
+    return trim is not None and trim(0) == 1
+
+
+def _glibc_function(name: str) -> Any:
+    """glibc's function `name` through ctypes, or None off Linux or under another libc."""
     if not sys.platform.startswith("linux"):
-        return False
+        return None
     try:
-        trim = ctypes.CDLL("libc.so.6").malloc_trim
+        return getattr(ctypes.CDLL("libc.so.6"), name)
     except (OSError, AttributeError):  # not glibc (e.g. musl)
-        return False
-    return trim(0) == 1
+        return None
 
 
 def peak_memory_mib() -> float:

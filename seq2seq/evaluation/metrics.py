@@ -130,11 +130,7 @@ def bleu_by_length(
         UserError: the three lists differ in length or are empty, or the tokenizer is unknown.
         ValueError: `edges` is empty, not positive, or not strictly increasing.
     """
-    _check_pairs(hypotheses, references)
-    if len(sources) != len(references):
-        raise UserError(
-            f"cannot score by length: {len(sources)} sources but {len(references)} references"
-        )
+    _check_by_length(sources, references, hypotheses)
     bleu = _bleu_metric(tokenize)
     rows = []
     for label, idx in _bucket_members(sources, edges):
@@ -142,6 +138,15 @@ def bleu_by_length(
         refs = [references[i] for i in idx]
         rows.append({"bucket": label, "n": len(idx), "bleu": _corpus_bleu(bleu, hyps, refs)})
     return rows
+
+
+def _check_by_length(sources: list[str], references: list[str], *systems: list[str]) -> None:
+    for hypotheses in systems:
+        _check_pairs(hypotheses, references)
+    if len(sources) != len(references):
+        raise UserError(
+            f"cannot score by length: {len(sources)} sources but {len(references)} references"
+        )
 
 
 def _bucket_members(sources: list[str], edges: tuple[int, ...]) -> list[tuple[str, list[int]]]:
@@ -182,12 +187,7 @@ def bleu_gap_by_length(
     Raises:
         UserError, ValueError: as `bleu_by_length`; also when `baseline` is not aligned.
     """
-    _check_pairs(hypotheses, references)
-    _check_pairs(baseline, references)
-    if len(sources) != len(references):
-        raise UserError(
-            f"cannot score by length: {len(sources)} sources but {len(references)} references"
-        )
+    _check_by_length(sources, references, hypotheses, baseline)
     buckets = _bucket_members(sources, edges)
     bleu = _bleu_metric(tokenize)
     system = np.asarray(bleu._extract_corpus_statistics(hypotheses, [references]))
