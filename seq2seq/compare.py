@@ -23,13 +23,13 @@ from hydra import compose, initialize_config_dir
 from omegaconf import DictConfig
 
 from seq2seq.config import register_configs
-from seq2seq.corpus import encode_split
+from seq2seq.corpus import documents_of, encode_split
 from seq2seq.data import load_corpus
 from seq2seq.decoding import DecodeSettings, decode_settings
 from seq2seq.errors import UserError, exit_on_user_error
 from seq2seq.evaluation.aer import probe_alignment
 from seq2seq.evaluation.decode_and_score import decode_and_score, decode_ids
-from seq2seq.evaluation.metrics import bleu_by_length, bleu_gap_by_length
+from seq2seq.evaluation.metrics import bleu_by_length, bleu_difference, bleu_gap_by_length
 from seq2seq.inference import load_for_inference
 from seq2seq.tokenization import EOS_ID
 from seq2seq.training.loop import train
@@ -109,7 +109,8 @@ def study_variant(variant: str, run_dir: Path, metrics: dict[str, Any]) -> dict[
     cfg = loaded.config
     corpus = load_corpus(cfg.data)
     test = encode_split(loaded.tokenizer, corpus["test"]["src"], corpus["test"]["tgt"],
-                        cfg.tokenizer.max_src_len, cfg.tokenizer.max_tgt_len)
+                        cfg.tokenizer.max_src_len, cfg.tokenizer.max_tgt_len,
+                        documents=documents_of(corpus["test"]))
     greedy = decode_and_score(loaded.model, loaded.tokenizer, test,
                               decode_settings(cfg.decoding, 1), torch.device("cpu"),
                               bleu_tokenize=cfg.data.bleu_tokenize)
@@ -163,24 +164,42 @@ def study_variant(variant: str, run_dir: Path, metrics: dict[str, Any]) -> dict[
     return {"row": row, "buckets": buckets, "probe": probe_row, "history": metrics["history"],
             "signature": test_metrics["bleu_signature"], "test_set": test_metrics["test_set"],
             "alignment": alignment, "scored": (test.src_text, beam_hyps, test.tgt_text),
+            "documents": test.documents,
             "edges": tuple(cfg.data.length_buckets), "tokenize": cfg.data.bleu_tokenize}
 
 
 def gap_intervals(studies: dict[str, dict[str, Any]], baseline: str = "vanilla"
-                  ) -> dict[str, list[dict]]:
-    """Each variant's BLEU gap to the baseline per length bucket with its 95% paired bootstrap
-    interval (`bleu_gap_by_length` on the beam hypotheses); none without the baseline."""
+                  ) -> dict[str, dict[str, list[dict]]]:
+    """Each variant's BLEU gap to the baseline per length bucket and its change from bucket to
+    bucket, with 95% paired bootstrap intervals that draw the test set's documents where it
+    has them (`bleu_gap_by_length` on the beam hypotheses); none without the baseline."""
     if baseline not in studies:
         return {}
-    sources, base_hyps, references = studies[baseline]["scored"]
-    gaps = {}
+    sources, base_hyps, references = _same_test_set(studies)[baseline]
+    return {variant: bleu_gap_by_length(sources, s["scored"][1], base_hyps, references,
+                                        edges=s["edges"], tokenize=s["tokenize"],
+                                        documents=s["documents"])
+            for variant, s in studies.items() if variant != baseline}
+
+
+def pairwise_differences(studies: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
+    """For every two variants, the whole-test BLEU difference (beam 5) with its 95% paired
+    bootstrap interval over the same units as `gap_intervals`."""
+    scored = _same_test_set(studies)
+    names = list(studies)
+    return [{"a": a, "b": b, **bleu_difference(
+                scored[a][1], scored[b][1], scored[a][2], tokenize=studies[a]["tokenize"],
+                documents=studies[a]["documents"])}
+            for i, a in enumerate(names) for b in names[i + 1:]]
+
+
+def _same_test_set(studies: dict[str, dict[str, Any]]) -> dict[str, tuple]:
+    first = next(iter(studies.values()))
     for variant, s in studies.items():
-        if variant != baseline:
-            if (s["scored"][0], s["scored"][2]) != (sources, references):
-                raise ValueError(f"{variant} was tested on other sentences than {baseline}")
-            gaps[variant] = bleu_gap_by_length(sources, s["scored"][1], base_hyps, references,
-                                               edges=s["edges"], tokenize=s["tokenize"])
-    return gaps
+        if (s["scored"][0], s["scored"][2], s["documents"]) != (
+                first["scored"][0], first["scored"][2], first["documents"]):
+            raise ValueError(f"{variant} was tested on other sentences than {next(iter(studies))}")
+    return {variant: s["scored"] for variant, s in studies.items()}
 
 
 def fmt(value: Any) -> str:
@@ -194,14 +213,15 @@ def fmt(value: Any) -> str:
 
 
 def against_baseline(buckets: dict[str, list[dict]], baseline: str = "vanilla",
-                     intervals: dict[str, list[dict]] | None = None) -> list[str]:
+                     intervals: dict[str, dict[str, list[dict]]] | None = None) -> list[str]:
     """The length study's gap rows: each variant's BLEU per bucket minus the baseline's, in BLEU
     points, then as a ratio (markdown rows in the order of `buckets`; none without the baseline),
-    then the 95% interval of the gap in points where `intervals` (of `gap_intervals`) has it.
+    then the 95% interval of the gap in points where `intervals` (of `gap_intervals`) has it,
+    then the change of the gap from the bucket before, with its interval.
 
     Both matter: a baseline near zero BLEU on long sentences has little left to lose there, so
-    the difference in points can shrink while the ratio grows. The interval says whether a
-    change from one bucket to the next is more than the draw of test sentences.
+    the difference in points can shrink while the ratio grows. The interval of a change says
+    whether the gap moved from one bucket to the next by more than the draw of test documents.
     """
     if baseline not in buckets:
         return []
@@ -217,17 +237,31 @@ def against_baseline(buckets: dict[str, list[dict]], baseline: str = "vanilla",
     ratios = [row(f"{v} / {baseline}", [
         f"{bleu[n] / base[n]:.1f}×" if n in bleu and base[n] > 0 else "–" for n in names])
         for v, bleu in others.items()]
-    spans = []
-    for v, rows in (intervals or {}).items():
-        by_name = {r["bucket"]: r for r in rows}
+    spans, steps = [], []
+    for v, study in (intervals or {}).items():
+        by_name = {r["bucket"]: r for r in study["buckets"]}
         spans.append(row(f"{v} − {baseline}, 95% interval", [
             f"{by_name[n]['low']:.2f} to {by_name[n]['high']:.2f}" if n in by_name else "–"
             for n in names]))
-    return points + ratios + spans
+        by_step = {r["to"]: r for r in study["steps"]}
+        steps.append(row(f"{v}: change of the gap from the bucket before, 95% interval", [
+            f"{fmt(by_step[n]['change'])} ({by_step[n]['low']:.2f} to {by_step[n]['high']:.2f})"
+            if n in by_step else "–" for n in names]))
+    return points + ratios + spans + steps
+
+
+def difference_rows(differences: list[dict[str, Any]]) -> list[str]:
+    """Markdown rows of `pairwise_differences`."""
+    if not differences:
+        return []
+    return ["| a − b | test BLEU difference | 95% interval |", "|---|---|---|",
+            *(f"| {d['a']} − {d['b']} | {fmt(d['difference'])} | {d['low']:.2f} to "
+              f"{d['high']:.2f} |" for d in differences)]
 
 
 def write_report(out_dir: Path, studies: dict[str, dict[str, Any]], command: str,
-                 intervals: dict[str, list[dict]] | None = None) -> None:
+                 intervals: dict[str, dict[str, list[dict]]] | None = None,
+                 differences: list[dict[str, Any]] | None = None) -> None:
     out_dir.mkdir(parents=True, exist_ok=True)
     rows = [s["row"] for s in studies.values()]
     with open(out_dir / "compare.csv", "w", newline="", encoding="utf-8") as f:
@@ -262,6 +296,10 @@ def write_report(out_dir: Path, studies: dict[str, dict[str, Any]], command: str
     lines.append("| sentences | " + " | ".join(fmt(counts.get(n)) for n in bucket_names) + " |")
     lines += against_baseline({v: s["buckets"] for v, s in studies.items()},
                               intervals=intervals)
+    unit = "documents" if any_study["documents"] is not None else "sentences"
+    lines += ["", f"Intervals: 95% paired bootstrap, 1,000 draws of the test set's {unit} with "
+              "replacement.", "", "## Test BLEU difference between variants", "",
+              *difference_rows(differences or [])]
     lines += ["", "AER: attention teacher-forced on the test references against eflomal word "
               "alignments (lower is better); aer_diagonal and aer_shifted score the diagonal "
               "and the diagonal shifted by one word on the same words; probe_weights: the "
@@ -326,12 +364,16 @@ def main(argv: list[str] | None = None) -> None:
                for variant, metrics in trained.items()}
     out_dir = Path(settings.out_dir)
     intervals = gap_intervals(studies)
+    differences = pairwise_differences(studies)
     write_report(out_dir, studies, " ".join(["python -m seq2seq.compare", *overrides]),
-                 intervals)
+                 intervals, differences)
     (out_dir / "compare.json").write_text(json.dumps(
-        {v: {**{k: s[k] for k in ("row", "buckets", "history")},
-             **({"gap_to_vanilla": intervals[v]} if v in intervals else {})}
-         for v, s in studies.items()}, indent=2))
+        {"variants": {v: {**{k: s[k] for k in ("row", "buckets", "history")},
+                          **({"gap_to_vanilla": intervals[v]} if v in intervals else {})}
+                      for v, s in studies.items()},
+         "differences": differences,
+         "bootstrap_unit": "sentence" if next(iter(studies.values()))["documents"] is None
+         else "document"}, indent=2))
     print((out_dir / "compare.md").read_text(encoding="utf-8"))
     print(f"runs: {root} (make tensorboard overlays them)")
 

@@ -266,6 +266,14 @@ class Config:
 
 
 @dataclass
+class PrepareConfig(Config):
+    """`python -m seq2seq.prepare` (configs/prepare.yaml): the training config, and whether to
+    print the leakage report (held-out pairs with a twin in train)."""
+
+    leakage: bool = MISSING
+
+
+@dataclass
 class CompareConfig:
     """`python -m seq2seq.compare` (configs/compare.yaml): the variants and their budget."""
 
@@ -318,6 +326,7 @@ def register_configs() -> None:
     cs.store(group="model", name="bahdanau_schema", node=BahdanauConfig)
     cs.store(group="model", name="luong_schema", node=LuongConfig)
     cs.store(group="model", name="transformer_schema", node=TransformerConfig)
+    cs.store(name="prepare_schema", node=PrepareConfig)
     cs.store(name="compare_schema", node=CompareConfig)
     cs.store(name="evaluate_schema", node=EvaluateConfig)
     cs.store(name="translate_schema", node=TranslateConfig)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import datasets
 import numpy as np
 
 from seq2seq.alignment import Links, corpus_links
@@ -30,6 +31,9 @@ class EncodedSplit:
     tgt_ids: list[list[int]]
     truncated: int = 0  # decoding splits: pairs cut to the maximum length
     dropped: int = 0  # training splits: pairs over the maximum length, left out
+    # decoding splits of a corpus drawn by document: each pair's document (the unit the
+    # length study's bootstrap resamples); None where pairs were drawn one by one
+    documents: list[str] | None = None
 
     def __len__(self) -> int:
         return len(self.src_ids)
@@ -55,7 +59,9 @@ class EncodedSplit:
         return EncodedSplit([self.src_text[i] for i in indices],
                             [self.tgt_text[i] for i in indices],
                             [self.src_ids[i] for i in indices],
-                            [self.tgt_ids[i] for i in indices])
+                            [self.tgt_ids[i] for i in indices],
+                            documents=None if self.documents is None
+                            else [self.documents[i] for i in indices])
 
 
 @dataclass
@@ -75,13 +81,23 @@ def encode_split(
     max_tgt_len: int,
     *,
     train: bool = False,
+    documents: list[str] | None = None,
 ) -> EncodedSplit:
     """Encode a split, keeping room for the EOS (and BOS) the batcher adds: see `fitted_split`
-    for what happens to a longer pair (`train`: dropped; else cut)."""
-    return fitted_split(
+    for what happens to a longer pair (`train`: dropped; else cut). `documents` (each pair's,
+    see `documents_of`) is kept for a decoding split."""
+    split = fitted_split(
         list(src), list(tgt), tokenizer.encode_src(src), tokenizer.encode_tgt(tgt),
         max_src_len, max_tgt_len, train=train,
     )
+    if not train and documents is not None:
+        split.documents = list(documents)
+    return split
+
+
+def documents_of(rows: datasets.Dataset) -> list[str] | None:
+    """Each pair's document where the corpus names them (its `document` column), else None."""
+    return list(rows["document"]) if "document" in rows.column_names else None
 
 
 def fits(src_ids: list[int], tgt_ids: list[int], max_src_len: int, max_tgt_len: int) -> bool:
@@ -215,7 +231,7 @@ def prepare_data(data: DataConfig, tok: TokenizerConfig, verbose: bool = True) -
         rows = corpus[split]
         encoded = prepared.splits[split] = encode_split(
             tokenizer, rows["src"], rows["tgt"], tok.max_src_len, tok.max_tgt_len,
-            train=split == "train",
+            train=split == "train", documents=documents_of(rows),
         )
         if split == "train" and len(encoded) == 0:
             raise UserError(f"corpus {data.name}: no training pair fits {limits}")

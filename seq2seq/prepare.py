@@ -1,5 +1,6 @@
-"""`python -m seq2seq.prepare [data=...] [tokenizer=...]`: build or reuse the corpus and the
-tokenizer, and print their statistics."""
+"""`python -m seq2seq.prepare [data=...] [tokenizer=...] [leakage=false]`: build or reuse the
+corpus and the tokenizer, and print their statistics and the leakage report: the validation
+and test pairs with an exact, a normalised or a near twin in train (seq2seq.data.leakage)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from omegaconf import DictConfig
 from seq2seq.config import register_configs
 from seq2seq.corpus import SPLITS, prepare_data
 from seq2seq.data.batching import padding_fraction, token_batches
+from seq2seq.data.leakage import NEAR_SIMILARITY, format_report, leakage_report
 from seq2seq.errors import exit_on_user_error
 
 register_configs()
@@ -30,6 +32,9 @@ def statistics(cfg: DictConfig) -> dict[str, object]:
                             shuffle=True, seed=cfg.trainer.seed, epoch=0)
     stats["train_batches"] = len(batches)
     stats["padding_fraction"] = padding_fraction(batches, train.src_lens, train.tgt_lens)
+    if cfg.leakage:  # the pairs the model trains on against those it is scored on
+        stats["leakage"] = leakage_report(
+            {s: (data.splits[s].src_text, data.splits[s].tgt_text) for s in SPLITS})
     return stats
 
 
@@ -45,6 +50,10 @@ def main(cfg: DictConfig) -> None:
           f"{stats['mean_src_pieces']:.1f} (source) / {stats['mean_tgt_pieces']:.1f} (target)")
     print(f"batches of {cfg.trainer.batch_tokens:,} tokens: {stats['train_batches']:,} per "
           f"epoch, padding {stats['padding_fraction']:.1%}")
+    if cfg.leakage:
+        print(f"leakage ({cfg.data.name}): held-out pairs with a twin in train, on either side "
+              f"(exact; normalised; near: character similarity >= {NEAR_SIMILARITY})")
+        print("\n".join(format_report(stats["leakage"])))
 
 
 if __name__ == "__main__":

@@ -42,13 +42,22 @@ def test_compare_writes_the_report(tmp_path: Path, jobs: int) -> None:
     assert "| variant | 1-10 |" in report
     assert "| bahdanau − vanilla (BLEU points) |" in report and "| bahdanau / vanilla |" in report
     assert "| bahdanau − vanilla, 95% interval |" in report
-    studied = json.loads((out / "compare.json").read_text(encoding="utf-8"))
-    gaps = {r["bucket"]: r for r in studied["bahdanau"]["gap_to_vanilla"]}
+    assert "| bahdanau: change of the gap from the bucket before, 95% interval |" in report
+    assert "| bahdanau − vanilla |" in report  # the whole-test difference of every two variants
+    whole = json.loads((out / "compare.json").read_text(encoding="utf-8"))
+    studied = whole["variants"]
+    assert whole["bootstrap_unit"] == "sentence"  # files name no documents
+    gaps = {r["bucket"]: r for r in studied["bahdanau"]["gap_to_vanilla"]["buckets"]}
     assert "gap_to_vanilla" not in studied["vanilla"]
     for b, v in zip(studied["bahdanau"]["buckets"], studied["vanilla"]["buckets"], strict=True):
         gap = gaps[b["bucket"]]
         assert gap["gap"] == pytest.approx(b["bleu"] - v["bleu"])  # the table's buckets
         assert gap["low"] <= gap["gap"] <= gap["high"]
+    [difference] = whole["differences"]
+    assert (difference["a"], difference["b"]) == ("vanilla", "bahdanau")
+    assert difference["difference"] == pytest.approx(
+        studied["vanilla"]["row"]["test_bleu_beam5"]
+        - studied["bahdanau"]["row"]["test_bleu_beam5"], abs=0.01)
 
 
 def test_the_length_study_sets_each_variant_against_vanilla_in_points_and_as_a_ratio() -> None:
@@ -69,6 +78,11 @@ def test_the_length_study_sets_each_variant_against_vanilla_in_points_and_as_a_r
     zero = against_baseline({"vanilla": buckets(0.0), "bahdanau": buckets(5.0)})
     assert zero == ["| bahdanau − vanilla (BLEU points) | 5.00 |", "| bahdanau / vanilla | – |"]
     spans = against_baseline({"vanilla": buckets(8.0, 4.0), "bahdanau": buckets(30.0, 28.0)},
-                             intervals={"bahdanau": [{"bucket": "1-10", "n": 100, "gap": 22.0,
-                                                      "low": 19.5, "high": 24.25}]})
-    assert spans[-1] == "| bahdanau − vanilla, 95% interval | 19.50 to 24.25 | – |"
+                             intervals={"bahdanau": {
+                                 "buckets": [{"bucket": "1-10", "n": 100, "gap": 22.0,
+                                              "low": 19.5, "high": 24.25}],
+                                 "steps": [{"from": "1-10", "to": "11-20", "change": 2.0,
+                                            "low": -1.5, "high": 5.25}]}})
+    assert spans[-2] == "| bahdanau − vanilla, 95% interval | 19.50 to 24.25 | – |"
+    assert spans[-1] == ("| bahdanau: change of the gap from the bucket before, 95% interval "
+                         "| – | 2.00 (-1.50 to 5.25) |")

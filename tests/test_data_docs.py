@@ -22,7 +22,7 @@ from seq2seq.data.docs.build import build_docs
 from seq2seq.data.docs.filters import (
     drop_reason,
     filter_segments,
-    remove_train_overlap,
+    remove_train_twins,
     split_of_document,
 )
 from seq2seq.data.docs.libreoffice_help import align_help, page_paragraphs
@@ -333,15 +333,17 @@ def test_each_filter_rule() -> None:
     assert drop_reason("Select the cells here.", "Select the cells here now.") == "untranslated"
     assert drop_reason("Wählen Sie die Zellen aus.", "Select the cells.") is None
     seen: set[tuple[str, str]] = set()
+    duplicates: list[Segment] = []
     kept, dropped = filter_segments(
         [Segment("Wählen Sie die Zellen aus.", "Select the cells.", "a"),
          Segment("Wählen Sie die Zellen aus.", "Select the cells.", "b"),
          Segment("", "", "a"),  # an empty block on both sides is structure, not counted
-         Segment("Zwei Wörter", "Two words", "a")], seen)
+         Segment("Zwei Wörter", "Two words", "a")], seen, duplicates)
     assert kept == [Segment("Wählen Sie die Zellen aus.", "Select the cells.", "a")]
     assert dropped == {"empty": 0, "duplicate": 1, "identical": 0, "short": 1, "ratio": 0,
                        "untranslated": 0}
     assert seen == {("Wählen Sie die Zellen aus.", "Select the cells.")}
+    assert duplicates == [Segment("Wählen Sie die Zellen aus.", "Select the cells.", "b")]
 
 
 def document_in(split: str, prefix: str, suffix: str) -> str:
@@ -362,7 +364,8 @@ def test_document_split_and_train_overlap() -> None:
         "validation": [Segment("Anders.", "Shared text.", "b"), Segment("Neu.", "New.", "b")],
         "test": [Segment("Gemeinsam.", "Other text.", "c"), Segment("Eigen.", "Own.", "c")],
     }
-    assert remove_train_overlap(splits) == {"validation": 1, "test": 1}
+    removed = remove_train_twins(splits)
+    assert removed["validation"]["exact"] == {"b": 1} and removed["test"]["exact"] == {"c": 1}
     assert splits["validation"] == [Segment("Neu.", "New.", "b")]
     assert splits["test"] == [Segment("Eigen.", "Own.", "c")]
 
@@ -399,12 +402,20 @@ def fake_packages(base: Path) -> FakeApt:
     """Package trees for libreoffice-help (one page per split; all three share a German
     boilerplate paragraph whose English differs a little) and debian-faq (one page)."""
     pages = {}
+    own = {  # each split's own paragraph, no twin of another's
+        "train": ("Charts show the values of a table.",
+                  "Diagramme zeigen die Werte einer Tabelle."),
+        "validation": ("Macros run when a document opens.",
+                       "Makros laufen beim Öffnen eines Dokuments."),
+        "test": ("Footnotes sit at the end of each page.",
+                 "Fußnoten stehen am Ende jeder Seite."),
+    }
     for split in ("train", "validation", "test"):
         document = document_in(split, "libreoffice-help/text/page", ".html")
         pages[document.removeprefix("libreoffice-help/")] = (
-            f'<p id="par_id1">This paragraph belongs to the {split} page of the help.</p>'
+            f'<p id="par_id1">{own[split][0]}</p>'
             f'<p id="par_id9">Please support us with a donation ({split}).</p>',
-            f'<p id="par_id1">Dieser Absatz gehört zur Hilfeseite des Teils {split}.</p>'
+            f'<p id="par_id1">{own[split][1]} ({split})</p>'
             '<p id="par_id9">Bitte unterstützen Sie uns mit einer Spende.</p>',
         )
     en_root, de_root = help_trees(base, pages)
@@ -428,9 +439,11 @@ def test_build_caches_the_corpus_with_a_manifest(tmp_path: Path, capsys) -> None
     texts = {split: [s.de for s in rows] for split, rows in corpus.splits.items()}
     boilerplate = "Bitte unterstützen Sie uns mit einer Spende."
     assert [split for split, rows in texts.items() if boilerplate in rows] == ["train"]
-    assert "Dieser Absatz gehört zur Hilfeseite des Teils test." in texts["test"]
-    assert "Dieser Absatz gehört zur Hilfeseite des Teils validation." in texts["validation"]
-    assert corpus.manifest["removed_from_held_out"] == {"validation": 1, "test": 1}
+    assert "Fußnoten stehen am Ende jeder Seite. (test)" in texts["test"]
+    assert "Makros laufen beim Öffnen eines Dokuments. (validation)" in texts["validation"]
+    assert corpus.manifest["removed_from_held_out"] == {
+        split: {"exact": {"libreoffice-help": 1}, "normalised": {}, "near": {}}
+        for split in ("validation", "test")}
 
     manifest = json.loads((corpus.folder / "manifest.json").read_text(encoding="utf-8"))
     assert corpus.folder.parent == root / "docs"

@@ -101,7 +101,8 @@ def test_the_gap_by_length_is_the_bucket_scores_difference_with_a_paired_interva
     system = refs[:20] + [r if i % 2 else "a dog ran" for i, r in enumerate(refs[20:])]
     baseline = ["a dog ran"] * 20 + [r if i % 2 == 0 else "a dog ran"
                                      for i, r in enumerate(refs[20:])]
-    rows = bleu_gap_by_length(sources, system, baseline, refs, edges=(5,), resamples=200)
+    study = bleu_gap_by_length(sources, system, baseline, refs, edges=(5,), resamples=200)
+    rows = study["buckets"]
     ours, theirs = (bleu_by_length(sources, h, refs, edges=(5,)) for h in (system, baseline))
     assert [r["bucket"] for r in rows] == ["1-5", "6+"] and [r["n"] for r in rows] == [20, 20]
     for row, a, b in zip(rows, ours, theirs, strict=True):
@@ -109,8 +110,13 @@ def test_the_gap_by_length_is_the_bucket_scores_difference_with_a_paired_interva
         assert row["low"] <= row["gap"] <= row["high"]
     assert rows[0]["low"] > 50  # right against wrong on every sentence of the bucket
     assert rows[1]["low"] < 0 < rows[1]["high"]  # a coin toss: the interval spans zero
-    assert rows == bleu_gap_by_length(sources, system, baseline, refs, edges=(5,), resamples=200)
+    assert study == bleu_gap_by_length(sources, system, baseline, refs, edges=(5,),
+                                       resamples=200)
+    step = study["steps"][0]  # the gap falls from one bucket to the next, beyond the draw
+    assert step["change"] == pytest.approx(rows[1]["gap"] - rows[0]["gap"])
+    assert step["low"] <= step["change"] <= step["high"] < 0
     same = bleu_gap_by_length(sources, system, system, refs, edges=(5,), resamples=50)
-    assert all(r["gap"] == r["low"] == r["high"] == 0 for r in same)
+    assert all(r["gap"] == r["low"] == r["high"] == 0 for r in same["buckets"] + [
+        {"gap": s["change"], "low": s["low"], "high": s["high"]} for s in same["steps"]])
     with pytest.raises(UserError, match="1 hypotheses but 40 references"):
         bleu_gap_by_length(sources, system, baseline[:1], refs)

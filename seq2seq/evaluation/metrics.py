@@ -169,40 +169,105 @@ def bleu_gap_by_length(
     references: list[str],
     edges: tuple[int, ...] = (5, 10, 15, 20, 30),
     tokenize: str | None = None,
+    documents: list[str] | None = None,
     resamples: int = 1000,
     seed: int = 0,
-) -> list[dict]:
+) -> dict[str, list[dict]]:
     """Per bucket of source length, corpus BLEU of `hypotheses` minus that of `baseline` on the
-    same sentences, with a 95% paired bootstrap interval (Koehn 2004).
+    same sentences, with a 95% paired bootstrap interval (Koehn 2004), and the interval of the
+    change of that gap from each bucket to the next.
 
-    Each resample draws the bucket's sentences with replacement and scores both systems on the
-    same draw, from sacrebleu's sentence statistics (as its own paired test does), so the
-    interval says whether a change of the gap from one bucket to the next exceeds what the
-    choice of test sentences alone would give.
+    Each resample draws the test set's sampling units with replacement (its documents when
+    `documents` is given: a cluster bootstrap, since pairs of one document are alike and the
+    split draws documents; else its sentences) and scores both systems on every bucket of the
+    same draw, from sacrebleu's sentence statistics (as its own paired test does). Whether the
+    gap grows from one bucket to the next is read from the interval of the difference of the
+    two gaps, taken over the same draws; overlapping intervals of the two gaps do not answer it.
 
     Returns:
-        `[{"bucket": "1-5", "n": 12, "gap": 3.1, "low": 1.0, "high": 5.2}, ...]` in length
-        order, buckets as in `bleu_by_length`.
+        `{"buckets": [{"bucket": "1-5", "n": 12, "gap": 3.1, "low": 1.0, "high": 5.2}, ...],
+        "steps": [{"from": "1-5", "to": "6-10", "change": 0.4, "low": -1.2, "high": 2.0}, ...]}`,
+        buckets in length order as in `bleu_by_length`, steps between neighbouring buckets.
 
     Raises:
-        UserError, ValueError: as `bleu_by_length`; also when `baseline` is not aligned.
+        UserError, ValueError: as `bleu_by_length`; also when `baseline` or `documents` is not
+            aligned.
     """
     _check_by_length(sources, references, hypotheses, baseline)
     buckets = _bucket_members(sources, edges)
     bleu = _bleu_metric(tokenize)
     system = np.asarray(bleu._extract_corpus_statistics(hypotheses, [references]))
     base = np.asarray(bleu._extract_corpus_statistics(baseline, [references]))
+    draws = _bootstrap_weights(len(sources), documents, resamples, seed)
 
-    def gap(idx: np.ndarray) -> float:
-        return float(bleu._compute_score_from_stats(system[idx].sum(0)).score
-                     - bleu._compute_score_from_stats(base[idx].sum(0)).score)
+    def gaps(weights: np.ndarray) -> np.ndarray:
+        """(resamples, buckets) gaps under per-pair weights (resamples, pairs)."""
+        return np.stack([
+            _weighted_bleu(bleu, system[idx], weights[:, idx])
+            - _weighted_bleu(bleu, base[idx], weights[:, idx])
+            for _, idx in buckets], axis=1)
 
-    rng = np.random.default_rng(seed)
+    point = gaps(np.ones((1, len(sources))))[0]
+    drawn = gaps(draws)
     rows = []
-    for label, members in buckets:
-        idx = np.asarray(members)
-        draws = [gap(rng.choice(idx, size=len(idx))) for _ in range(resamples)]
-        low, high = np.percentile(draws, [2.5, 97.5])
-        rows.append({"bucket": label, "n": len(idx), "gap": gap(idx), "low": float(low),
-                     "high": float(high)})
-    return rows
+    for b, (label, idx) in enumerate(buckets):
+        low, high = np.percentile(drawn[:, b], [2.5, 97.5])
+        rows.append({"bucket": label, "n": len(idx), "gap": float(point[b]),
+                     "low": float(low), "high": float(high)})
+    steps = []
+    for b in range(len(buckets) - 1):
+        low, high = np.percentile(drawn[:, b + 1] - drawn[:, b], [2.5, 97.5])
+        steps.append({"from": buckets[b][0], "to": buckets[b + 1][0],
+                      "change": float(point[b + 1] - point[b]),
+                      "low": float(low), "high": float(high)})
+    return {"buckets": rows, "steps": steps}
+
+
+def bleu_difference(
+    hypotheses: list[str],
+    other: list[str],
+    references: list[str],
+    tokenize: str | None = None,
+    documents: list[str] | None = None,
+    resamples: int = 1000,
+    seed: int = 0,
+) -> dict[str, float]:
+    """Corpus BLEU of `hypotheses` minus that of `other`, with the 95% paired bootstrap interval
+    over the units `bleu_gap_by_length` draws (documents when given, else sentences).
+
+    Returns:
+        `{"difference": d, "low": l, "high": h}`.
+    """
+    _check_pairs(hypotheses, references)
+    _check_pairs(other, references)
+    bleu = _bleu_metric(tokenize)
+    a = np.asarray(bleu._extract_corpus_statistics(hypotheses, [references]))
+    b = np.asarray(bleu._extract_corpus_statistics(other, [references]))
+    draws = _bootstrap_weights(len(references), documents, resamples, seed)
+    drawn = _weighted_bleu(bleu, a, draws) - _weighted_bleu(bleu, b, draws)
+    ones = np.ones((1, len(references)))
+    low, high = np.percentile(drawn, [2.5, 97.5])
+    return {"difference": float((_weighted_bleu(bleu, a, ones) - _weighted_bleu(bleu, b, ones))[0]),
+            "low": float(low), "high": float(high)}
+
+
+def _bootstrap_weights(
+    n: int, documents: list[str] | None, resamples: int, seed: int
+) -> np.ndarray:
+    """(resamples, n) how often each pair is drawn when its units (documents, or the pairs
+    themselves) are drawn with replacement, as many units as there are."""
+    if documents is not None and len(documents) != n:
+        raise UserError(f"cannot resample by document: {len(documents)} documents for {n} pairs")
+    names = documents if documents is not None else range(n)
+    unit_of = {name: u for u, name in enumerate(dict.fromkeys(names))}
+    units = np.asarray([unit_of[name] for name in names])
+    rng = np.random.default_rng(seed)
+    drawn = rng.integers(0, len(unit_of), size=(resamples, len(unit_of)))
+    counts = np.stack([np.bincount(row, minlength=len(unit_of)) for row in drawn])
+    return counts[:, units].astype(np.float64)
+
+
+def _weighted_bleu(metric: BLEU, stats: np.ndarray, weights: np.ndarray) -> np.ndarray:
+    """BLEU of each row of `weights` (resamples, pairs) over the sentence statistics `stats`."""
+    totals = weights @ stats
+    return np.asarray([metric._compute_score_from_stats(row.tolist()).score for row in totals])

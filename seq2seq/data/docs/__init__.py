@@ -35,7 +35,8 @@ def load_docs(
     allow_missing: bool,
     fetch: Fetch = apt_get_download,
 ) -> datasets.DatasetDict:
-    """The documentation corpus in the direction src_lang -> tgt_lang (de->en or en->de).
+    """The documentation corpus in the direction src_lang -> tgt_lang (de->en or en->de), with
+    each pair's family of documents (the unit of its split) in the column `document`.
 
     Args:
         root: the data root (downloads under `raw/`, the built corpus under `docs/`).
@@ -56,4 +57,5 @@ def load_docs(
         de = [segment.de for segment in corpus.splits[name]]
         en = [segment.en for segment in corpus.splits[name]]
         splits[name] = (de, en) if src_lang == "de" else (en, de)
-    return make_dataset_dict(splits)
+    families = {name: [segment.family for segment in corpus.splits[name]] for name in SPLITS}
+    return make_dataset_dict(splits, families)

@@ -3,8 +3,8 @@
 The cache folder is `docs/v<extraction version>-<key>/`, where the key hashes the chosen
 sources and each package's name, version and .deb sha256: a security update that replaces a
 package, or another choice of sources, gives a new folder. It holds `corpus.json` (the split
-pairs, German first, with their document) and `manifest.json` (the packages, what each source
-contributed, the split rule and counts).
+pairs, German first, with their document and family) and `manifest.json` (the packages, what
+each source contributed, the families, the split rule, the held-out twins removed and counts).
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ import hashlib
 import json
 import os
 import time
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,16 +23,18 @@ from seq2seq.data.docs.filters import (
     SPLITS,
     TEST_BUCKETS,
     VALIDATION_BUCKETS,
+    document_families,
     filter_segments,
-    remove_train_overlap,
+    remove_train_twins,
     split_of_document,
 )
 from seq2seq.data.docs.packages import Fetch, Package, apt_get_download, obtain_packages, unpack
 from seq2seq.data.docs.segments import PageCounts, Segment, normalize_space
 from seq2seq.data.docs.sources import SOURCES
+from seq2seq.data.leakage import NEAR_SIMILARITY
 from seq2seq.errors import UserError
 
-EXTRACTION_VERSION = 1
+EXTRACTION_VERSION = 2  # 2: families kept on one side of the split, near twins removed
 LONG_WORDS = 30  # held-out pairs with more words than this on a side are counted apart
 
 
@@ -112,7 +115,8 @@ def _build(
 ) -> DocsCorpus:
     by_name = {package.name: package for package in packages}
     seen: set[tuple[str, str]] = set()
-    splits: dict[str, list[Segment]] = {name: [] for name in SPLITS}
+    duplicates: list[Segment] = []
+    kept_by_source: dict[str, list[Segment]] = {}
     reports: dict[str, dict[str, Any]] = {}
     for name in sources:
         source = SOURCES[name]
@@ -122,13 +126,18 @@ def _build(
             Segment(normalize_space(s.de), normalize_space(s.en), s.document)
             for s in source.align(roots, name, page_counts)
         )
-        kept, dropped = filter_segments(segments, seen)
-        for segment in kept:
-            splits[split_of_document(segment.document)].append(segment)
+        kept_by_source[name], dropped = filter_segments(segments, seen, duplicates)
         reports[name] = {"packages": list(source.packages), "dropped": dropped}
         if page_counts:
             reports[name]["pages"] = page_counts[0]._asdict()
-    removed = remove_train_overlap(splits)
+    kept = [segment for segments in kept_by_source.values() for segment in segments]
+    families, aggregators = document_families(kept + duplicates)
+    splits: dict[str, list[Segment]] = {name: [] for name in SPLITS}
+    for segment in kept:
+        family = families[segment.document]
+        split = "train" if family in aggregators else split_of_document(family)
+        splits[split].append(segment._replace(family=family))
+    removed = remove_train_twins(splits)
     for name, report in reports.items():
         report["splits"] = {
             split: sum(s.document.startswith(f"{name}/") for s in splits[split])
@@ -141,10 +150,17 @@ def _build(
         "missing_packages": missing,
         "sources": reports,
         "split_rule": (
-            f"md5(document) % 100: 0-{TEST_BUCKETS - 1} test, "
+            f"md5(family) % 100: 0-{TEST_BUCKETS - 1} test, "
             f"{TEST_BUCKETS}-{TEST_BUCKETS + VALIDATION_BUCKETS - 1} validation, rest train; "
-            "then validation/test pairs with a side that occurs in train are removed"
+            "aggregator families in train; then validation/test pairs with an exact, normalised "
+            f"or near (similarity >= {NEAR_SIMILARITY}) twin of a side in train are removed"
         ),
+        "families": {
+            "documents": len(families),
+            "families": len(set(families.values())),
+            "largest": max(Counter(families.values()).values(), default=0),
+            "aggregators": sorted(aggregators),
+        },
         "removed_from_held_out": removed,
         "splits": {name: len(splits[name]) for name in SPLITS},
         f"held_out_over_{LONG_WORDS}_words": {
@@ -178,5 +194,15 @@ def _print_counts(manifest: dict[str, Any]) -> None:
     print(f"  all: {sum(totals.values()):,} pairs: "
           + ", ".join(f"{split} {totals[split]:,}" for split in SPLITS)
           + f"; test pairs over {LONG_WORDS} words: {long_test['de']:,} German, "
-          f"{long_test['en']:,} English; held-out pairs removed for a side seen in train: "
-          + ", ".join(f"{split} {n:,}" for split, n in manifest["removed_from_held_out"].items()))
+          f"{long_test['en']:,} English")
+    families = manifest["families"]
+    print(f"  families: {families['documents']:,} documents in {families['families']:,} "
+          f"families (largest {families['largest']:,} documents), "
+          f"{len(families['aggregators'])} aggregator(s) kept in train")
+    for split, rules in manifest["removed_from_held_out"].items():
+        per_rule = "; ".join(
+            f"{rule} {sum(by_source.values()):,}"
+            + (f" ({', '.join(f'{s} {n:,}' for s, n in sorted(by_source.items()))})"
+               if by_source else "")
+            for rule, by_source in rules.items())
+        print(f"  {split}: removed for a twin in train: {per_rule}")

@@ -18,12 +18,15 @@ class Segment(NamedTuple):
     Attributes:
         de: the German text.
         en: the English text.
-        document: `<source>/<relative path>[/<part>]`; the split is drawn per document.
+        document: `<source>/<relative path>[/<part>]`.
+        family: the documents that go to one split together, named by one of them (set by
+            the build, `filters.document_families`); "" until then.
     """
 
     de: str
     en: str
     document: str
+    family: str = ""
 
 
 def normalize_space(text: str) -> str:
