@@ -29,6 +29,7 @@ from seq2seq.decoding import DecodeSettings, decode_settings
 from seq2seq.errors import UserError, exit_on_user_error
 from seq2seq.evaluation.aer import probe_alignment
 from seq2seq.evaluation.decode_and_score import decode_and_score, decode_ids
+from seq2seq.evaluation.hypotheses import read_hypotheses
 from seq2seq.evaluation.metrics import bleu_by_length, bleu_difference, bleu_gap_by_length
 from seq2seq.inference import load_for_inference
 from seq2seq.tokenization import EOS_ID
@@ -114,7 +115,7 @@ def study_variant(variant: str, run_dir: Path, metrics: dict[str, Any]) -> dict[
     greedy = decode_and_score(loaded.model, loaded.tokenizer, test,
                               decode_settings(cfg.decoding, 1), torch.device("cpu"),
                               bleu_tokenize=cfg.data.bleu_tokenize)
-    beam_hyps = (run_dir / "test.hyp").read_text(encoding="utf-8").splitlines()
+    beam_hyps = read_hypotheses(run_dir / "test.hyp")
     buckets = bleu_by_length(test.src_text, beam_hyps, test.tgt_text,
                              edges=tuple(cfg.data.length_buckets), tokenize=cfg.data.bleu_tokenize)
     probe = list(cfg.data.probe)[:1]

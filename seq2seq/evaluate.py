@@ -24,6 +24,7 @@ from seq2seq.corpus import SPLITS, encode_split
 from seq2seq.data import data_root, load_corpus
 from seq2seq.errors import UserError, exit_on_user_error
 from seq2seq.evaluation.decode_and_score import choose_head, decode_and_score
+from seq2seq.evaluation.hypotheses import write_hypotheses
 from seq2seq.evaluation.metrics import bleu_by_length
 from seq2seq.inference import load_for_inference, resolve_device, search_settings
 from seq2seq.models.base import count_parameters
@@ -117,7 +118,7 @@ def evaluate(
     }
     try:
         hyp_path.parent.mkdir(parents=True, exist_ok=True)
-        hyp_path.write_text("".join(h + "\n" for h in result.hypotheses), encoding="utf-8")
+        write_hypotheses(hyp_path, result.hypotheses)
         json_path.write_text(json.dumps(metrics, indent=2, ensure_ascii=False) + "\n")
     except OSError as err:
         raise UserError(f"{err.filename}: cannot write ({err.strerror})") from None

@@ -27,6 +27,7 @@ from seq2seq.config import register_configs
 from seq2seq.decoding import DecodeSettings
 from seq2seq.errors import UserError, exit_on_user_error
 from seq2seq.evaluation.decode_and_score import decode_ids
+from seq2seq.evaluation.hypotheses import one_line
 from seq2seq.inference import Loaded, load_for_inference, resolve_device, search_settings
 from seq2seq.tokenization import EOS_ID
 from seq2seq.visualization import attention_heatmap, figure_to_png
@@ -133,11 +134,6 @@ class Translator:
             figure_to_png(fig, path)
         except OSError as err:
             raise UserError(f"{path}: cannot write the heatmap ({err.strerror})") from None
-
-
-def one_line(text: str) -> str:
-    """Keep one output line per hypothesis even if a model emits a line break."""
-    return text.replace("\r", " ").replace("\n", " ")
 
 
 def warn(message: str) -> None:

@@ -21,6 +21,7 @@ from seq2seq import checkpoint as ckpt_module
 from seq2seq.checkpoint import load_checkpoint, save_checkpoint
 from seq2seq.corpus import prepare_data
 from seq2seq.errors import UserError
+from seq2seq.evaluation.hypotheses import read_hypotheses
 from seq2seq.runtime import setup_runtime
 from seq2seq.train import main as train_entry_point
 from seq2seq.training import update as update_module
@@ -45,7 +46,7 @@ def test_train_writes_the_run_folder(tmp_path: Path, model: str) -> None:
     assert 50 < metrics["peak_memory_mib"] < 8192  # this process's resident peak, MiB
     saved = json.loads((run / "metrics.json").read_text())
     assert saved["test"]["bleu_signature"].find("13a") >= 0
-    assert len((run / "test.hyp").read_text(encoding="utf-8").splitlines()) == 20
+    assert len(read_hypotheses(run / "test.hyp")) == 20
     assert [row["step"] for row in saved["history"]] == [75, 150]
     assert saved["test"]["bleu"] > 10  # the tiny corpus is learnt: names are copied
     alignment = saved["test"]["alignment"]

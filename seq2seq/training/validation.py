@@ -31,6 +31,7 @@ from seq2seq.evaluation.decode_and_score import (
     decode_ids,
     eval_mode,
 )
+from seq2seq.evaluation.hypotheses import write_hypotheses
 from seq2seq.runtime import Runtime, release_freed_memory
 from seq2seq.tokenization import EOS_ID, PAD_ID
 from seq2seq.training.loss import token_losses
@@ -217,7 +218,7 @@ class Validator:
                                   bleu_tokenize=self.bleu_tokenize,
                                   links=None if self.links is None else self.links["test"])
         seconds = time.monotonic() - start
-        hypotheses.write_text("\n".join(result.hypotheses) + "\n", encoding="utf-8")
+        write_hypotheses(hypotheses, result.hypotheses)
         if self.writer is not None:
             self.writer.add_scalar("test/bleu", result.scores.bleu, step)
             self.writer.add_scalar("test/chrf", result.scores.chrf, step)
