@@ -116,13 +116,11 @@ class Tokenizer:
 
     def src_spans(self, texts: list[str]) -> list[list[tuple[int, int]]]:
         """Per text, the (start, end) character offsets of its source pieces (`encode_src`)."""
-        return [_char_spans(text, proto) for text, proto in
-                zip(texts, self._src.encode(list(texts), out_type="proto"), strict=True)]
+        return _char_spans(self._src, texts)
 
     def tgt_spans(self, texts: list[str]) -> list[list[tuple[int, int]]]:
         """Per text, the (start, end) character offsets of its target pieces (`encode_tgt`)."""
-        return [_char_spans(text, proto) for text, proto in
-                zip(texts, self._tgt.encode(list(texts), out_type="proto"), strict=True)]
+        return _char_spans(self._tgt, texts)
 
     def _files(self) -> dict[str, str]:
         if self.joint:
@@ -345,11 +343,23 @@ def _train(
     return (work / f"{name}.model").read_bytes()
 
 
-def _char_spans(text: str, proto: object) -> list[tuple[int, int]]:
-    """The pieces of a sentencepiece proto as character offsets into `text` (the proto counts
-    UTF-8 bytes; a byte-fallback piece that ends inside a character has zero width)."""
-    starts = [0]  # byte offset of each character, and of the end
-    for char in text:
-        starts.append(starts[-1] + len(char.encode("utf-8")))
-    return [(bisect.bisect_left(starts, piece.begin), bisect.bisect_left(starts, piece.end))
-            for piece in proto.pieces]  # type: ignore[attr-defined]
+def _char_spans(
+    processor: spm.SentencePieceProcessor, texts: list[str]
+) -> list[list[tuple[int, int]]]:
+    """Per text, its pieces as (start, end) character offsets. The proto counts UTF-8 bytes;
+    each byte-fallback piece of a character spans that whole character, the character its
+    start byte lies in."""
+    spans = []
+    for text, proto in zip(texts, processor.encode(list(texts), out_type="proto"), strict=True):
+        starts = [0]  # byte offset of each character, and of the end
+        for char in text:
+            starts.append(starts[-1] + len(char.encode("utf-8")))
+        pieces = []
+        for piece in proto.pieces:
+            start = bisect.bisect_right(starts, piece.begin) - 1
+            if processor.is_byte(piece.id):
+                pieces.append((start, start + 1))
+            else:
+                pieces.append((start, bisect.bisect_left(starts, piece.end)))
+        spans.append(pieces)
+    return spans

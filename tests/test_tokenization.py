@@ -133,3 +133,18 @@ def test_nbest_segmentations_decode_to_the_text_best_first(tmp_path: Path) -> No
         assert 1 < len(candidates) <= 4 and len(set(map(tuple, candidates))) == len(candidates)
         assert scores == sorted(scores, reverse=True)
         assert all(tok.decode_tgt(ids) == text for ids in candidates)
+
+
+@pytest.mark.parametrize("type_", ["unigram", "bpe"])
+def test_byte_fallback_pieces_span_their_own_character(tmp_path: Path, type_: str) -> None:
+    tok = build(tmp_path, corpus(TRAIN), type=type_)
+    text = "Jane 東 went to 😀 the store."
+    ids = tok.encode_tgt([text])[0]
+    spans = tok.tgt_spans([text])[0]
+    assert len(spans) == len(ids)
+    byte_spans = [span for span, piece in zip(spans, tok.tgt_pieces(ids), strict=True)
+                  if piece.startswith("<0x")]
+    kanji, emoji = text.index("東"), text.index("😀")
+    assert byte_spans == [(kanji, kanji + 1)] * 3 + [(emoji, emoji + 1)] * 4  # UTF-8 bytes
+    distinct = [span for i, span in enumerate(spans) if i == 0 or span != spans[i - 1]]
+    assert "".join(text[start:end] for start, end in distinct) == text  # in order, no gaps
