@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import os
 import pickle
 import signal
@@ -241,6 +242,24 @@ def test_subword_sampling_segments_each_epoch_anew(tmp_path: Path) -> None:
     batches = train_batches.epoch_batches(0)
     assert sorted(i for b in batches for i in b) == list(range(len(first)))
     parts.close()
+
+
+@pytest.mark.parametrize("accum_steps", [1, 2])
+def test_max_epochs_trains_exactly_that_many_epochs(tmp_path: Path, accum_steps: int) -> None:
+    """One epoch is its batches in updates of `accum_steps`, not one update more."""
+    cfg = tiny_config(tmp_path, "trainer.max_steps=null", "trainer.max_epochs=1",
+                      f"trainer.accum_steps={accum_steps}", "trainer.eval_every=1000",
+                      "trainer.save_every=1000", "trainer.final_test=false")
+    metrics = train(cfg)
+    t = cfg.trainer
+    parts = build_parts(cfg, setup_runtime(t.device, t.precision, t.threads, t.seed),
+                        prepare_data(cfg.data, cfg.tokenizer, verbose=False), tmp_path / "check")
+    batches = len(parts.batches.epoch_batches(0))
+    parts.close()
+    assert batches > 2
+    assert metrics["steps"] == math.ceil(batches / accum_steps)
+    assert metrics["stopped_by"] == "budget"
+    assert load_checkpoint(tmp_path / "run/checkpoints/last.pt")["progress"]["epoch"] == 1
 
 
 def test_resume_reads_the_checkpoint_on_the_cpu_whatever_the_device(tmp_path: Path) -> None:

@@ -111,7 +111,9 @@ class TrainBatches:
 
     def updates(self, epoch: int, position: int) -> Iterator[tuple[list[Batch], int, int]]:
         """From batch `position` of `epoch` on: the `accum_steps` micro-batches of each update,
-        on the device, with the (epoch, position) reached after them."""
+        on the device, with the (epoch, position) reached after them; an update that takes an
+        epoch's last batch reaches the next epoch's start, so an epoch budget stops there."""
+        length = len(self.epoch_batches(epoch))
         stream = self.stream(epoch, position)
         while True:
             micro: list[Batch] = []
@@ -119,8 +121,9 @@ class TrainBatches:
                 batch = next(stream, None)
                 if batch is None:
                     epoch, position = epoch + 1, 0
+                    length = len(self.epoch_batches(epoch))
                     stream = self.stream(epoch, 0)
                     continue
                 micro.append(self.to_device(batch))
                 position += 1
-            yield micro, epoch, position
+            yield micro, *((epoch + 1, 0) if position == length else (epoch, position))
