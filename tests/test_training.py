@@ -17,17 +17,19 @@ import pytest
 import torch
 from omegaconf import OmegaConf
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+from torch.utils.tensorboard import SummaryWriter
 
 from seq2seq import checkpoint as ckpt_module
-from seq2seq.checkpoint import load_checkpoint, save_checkpoint
+from seq2seq.checkpoint import Progress, load_checkpoint, save_checkpoint
 from seq2seq.corpus import prepare_data
 from seq2seq.errors import UserError
 from seq2seq.evaluation.hypotheses import read_hypotheses
-from seq2seq.runtime import setup_runtime
+from seq2seq.runtime import Runtime, setup_runtime
 from seq2seq.train import main as train_entry_point
 from seq2seq.training import update as update_module
 from seq2seq.training.loop import train
 from seq2seq.training.setup import build_parts
+from seq2seq.training.train_log import TrainLog
 from tests.tiny import tiny_config
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -260,6 +262,29 @@ def test_max_epochs_trains_exactly_that_many_epochs(tmp_path: Path, accum_steps:
     assert metrics["steps"] == math.ceil(batches / accum_steps)
     assert metrics["stopped_by"] == "budget"
     assert load_checkpoint(tmp_path / "run/checkpoints/last.pt")["progress"]["epoch"] == 1
+
+
+def test_the_logged_speed_leaves_out_a_validation_inside_the_interval(tmp_path: Path) -> None:
+    """Tokens / (interval time - validation time), on a clock the test sets."""
+    now = 0.0
+    writer = SummaryWriter(str(tmp_path / "tensorboard"))
+    log = TrainLog(Runtime(torch.device("cpu"), "fp32"), writer, every=3, max_bad_steps=3,
+                   console=False, clock=lambda: now)
+    log.start(0)
+    progress = Progress()
+    for step in range(1, 7):
+        now += 2.0  # each update: 2 s and 100 tokens
+        log.add(torch.tensor(50.0), torch.tensor(100.0), torch.tensor(0.0))
+        progress.step = step
+        if step == 2:
+            with log.paused():  # a validation of 5 s inside the first interval
+                now += 5.0
+        if log.due(step):
+            log.write(progress, torch.tensor(1.0), 1e-3, now)
+    writer.close()
+    speeds = EventAccumulator(str(tmp_path / "tensorboard")).Reload().Scalars(
+        "train/tokens_per_s")
+    assert [(e.step, e.value) for e in speeds] == [(3, 300 / (11 - 5)), (6, 300 / 6)]
 
 
 def test_resume_reads_the_checkpoint_on_the_cpu_whatever_the_device(tmp_path: Path) -> None:

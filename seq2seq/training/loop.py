@@ -64,8 +64,8 @@ def run(parts: TrainingParts, progress: Progress) -> RunOutcome:
                           time.monotonic() - start)
             early_stop = False
             if progress.step % parts.eval_every == 0:
-                early_stop = validate_and_keep_best(parts, progress, time.monotonic() - start)
-                log.restart_clock()  # validation time is not training speed
+                with log.paused():  # validation time is not training speed
+                    early_stop = validate_and_keep_best(parts, progress, time.monotonic() - start)
             if progress.step % parts.save_every == 0:
                 checkpointer.save("last.pt", progress, time.monotonic() - start)
             stopped_by = agree_to_stop(rt, parts.plateau, early_stop, stop_signal.received)

@@ -7,10 +7,12 @@ logging costs the GPU one synchronisation per interval, not one per update.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import sys
 import time
 import warnings
+from collections.abc import Callable, Iterator
 
 import torch
 from torch import Tensor
@@ -34,6 +36,8 @@ class TrainLog:
         max_steps: the step budget, the length of the bar; None: open-ended.
         max_time: the time budget in seconds, shown as the time left; None: none.
         console: print progress at all (trainer.progress).
+        clock: seconds from a fixed origin, for the speed; `time.monotonic` unless a test
+            sets the time.
     """
 
     def __init__(
@@ -46,6 +50,7 @@ class TrainLog:
         max_steps: int | None = None,
         max_time: float | None = None,
         console: bool = True,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.rt, self.writer, self.every = rt, writer, every
         self.max_bad_steps, self.max_steps, self.max_time = max_bad_steps, max_steps, max_time
@@ -53,14 +58,16 @@ class TrainLog:
         self.live = self.console and sys.stderr.isatty()
         zero = torch.zeros((), device=rt.device)
         self.nll, self.tokens, self.skipped, self.bad_run = (zero.clone() for _ in range(4))
-        self.since = time.monotonic()
+        self.clock = clock
+        self.since = clock()
+        self.paused_for = 0.0  # seconds of the interval that were not training
         self.bar: tqdm | None = None
 
     def start(self, step: int) -> None:
         """Open the bar at `step` and start timing the first interval."""
         self.bar = tqdm(total=self.max_steps, initial=step, disable=not self.live,
                         dynamic_ncols=True, unit="step")
-        self.since = time.monotonic()
+        self.restart_clock()
 
     def add(self, nll: Tensor, tokens: Tensor, skipped: Tensor) -> None:
         """Count one update (device tensors, as `Update` returns them)."""
@@ -75,15 +82,25 @@ class TrainLog:
         return step % self.every == 0
 
     def restart_clock(self) -> None:
-        """Time the interval from now: validation time is not training speed."""
-        self.since = time.monotonic()
+        """Time the interval from now."""
+        self.since, self.paused_for = self.clock(), 0.0
+
+    @contextlib.contextmanager
+    def paused(self) -> Iterator[None]:
+        """The time inside (a validation) is left out of the interval's training speed."""
+        start = self.clock()
+        try:
+            yield
+        finally:
+            self.paused_for += self.clock() - start
 
     def write(self, progress: Progress, grad_norm: Tensor, lr: float, elapsed: float) -> None:
         """Report the interval that ends at `progress.step` and start the next one."""
         self.check_skipped(progress)
         totals = all_reduce_sum(torch.stack([self.nll, self.tokens]), self.rt)
         loss = (totals[0] / totals[1].clamp(min=1)).item()
-        tok_per_s = totals[1].item() / max(time.monotonic() - self.since, 1e-9)
+        seconds = self.clock() - self.since - self.paused_for
+        tok_per_s = totals[1].item() / max(seconds, 1e-9)
         step = progress.step
         progress.losses.append([step, loss])
         figures = {"loss": f"{loss:.3f}", "tok_s": f"{tok_per_s:,.0f}", "lr": f"{lr:.2e}"}
