@@ -30,7 +30,12 @@ from seq2seq.errors import UserError, exit_on_user_error
 from seq2seq.evaluation.aer import probe_alignment
 from seq2seq.evaluation.decode_and_score import decode_and_score, decode_ids
 from seq2seq.evaluation.hypotheses import read_hypotheses
-from seq2seq.evaluation.metrics import bleu_by_length, bleu_difference, bleu_gap_by_length
+from seq2seq.evaluation.metrics import (
+    bleu_by_length,
+    bleu_difference,
+    bleu_gap_by_length,
+    bleu_tokenize_for,
+)
 from seq2seq.inference import load_for_inference
 from seq2seq.tokenization import EOS_ID
 from seq2seq.training.loop import train
@@ -112,12 +117,13 @@ def study_variant(variant: str, run_dir: Path, metrics: dict[str, Any]) -> dict[
     test = encode_split(loaded.tokenizer, corpus["test"]["src"], corpus["test"]["tgt"],
                         cfg.tokenizer.max_src_len, cfg.tokenizer.max_tgt_len,
                         documents=documents_of(corpus["test"]))
+    tokenize = bleu_tokenize_for(cfg.data.tgt_lang, cfg.data.bleu_tokenize)
     greedy = decode_and_score(loaded.model, loaded.tokenizer, test,
                               decode_settings(cfg.decoding, 1), torch.device("cpu"),
-                              bleu_tokenize=cfg.data.bleu_tokenize)
+                              bleu_tokenize=tokenize)
     beam_hyps = read_hypotheses(run_dir / "test.hyp")
     buckets = bleu_by_length(test.src_text, beam_hyps, test.tgt_text,
-                             edges=tuple(cfg.data.length_buckets), tokenize=cfg.data.bleu_tokenize)
+                             edges=tuple(cfg.data.length_buckets), tokenize=tokenize)
     probe = list(cfg.data.probe)[:1]
     probe_row: dict[str, Any] = {}
     if probe:
@@ -166,7 +172,7 @@ def study_variant(variant: str, run_dir: Path, metrics: dict[str, Any]) -> dict[
             "signature": test_metrics["bleu_signature"], "test_set": test_metrics["test_set"],
             "alignment": alignment, "scored": (test.src_text, beam_hyps, test.tgt_text),
             "documents": test.documents,
-            "edges": tuple(cfg.data.length_buckets), "tokenize": cfg.data.bleu_tokenize}
+            "edges": tuple(cfg.data.length_buckets), "tokenize": tokenize}
 
 
 def gap_intervals(studies: dict[str, dict[str, Any]], baseline: str = "vanilla"

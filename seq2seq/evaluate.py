@@ -25,7 +25,7 @@ from seq2seq.data import data_root, load_corpus
 from seq2seq.errors import UserError, exit_on_user_error
 from seq2seq.evaluation.decode_and_score import choose_head, decode_and_score
 from seq2seq.evaluation.hypotheses import write_hypotheses
-from seq2seq.evaluation.metrics import bleu_by_length
+from seq2seq.evaluation.metrics import bleu_by_length, bleu_tokenize_for
 from seq2seq.inference import load_for_inference, resolve_device, search_settings
 from seq2seq.models.base import count_parameters
 
@@ -82,10 +82,11 @@ def evaluate(
     }
     texts = {name: (corpus[name]["src"], corpus[name]["tgt"]) for name in SPLITS}
     links = corpus_links(texts, data_root(cfg.data.root), cfg.data.name)
+    tokenize = bleu_tokenize_for(cfg.data.tgt_lang, cfg.data.bleu_tokenize)
     start = time.monotonic()
     result = decode_and_score(
         loaded.model, loaded.tokenizer, encoded[split], settings, loaded.device,
-        bleu_tokenize=cfg.data.bleu_tokenize,
+        bleu_tokenize=tokenize,
         links=None if links is None or split not in links else links[split],
     )
     seconds = time.monotonic() - start
@@ -107,8 +108,7 @@ def evaluate(
         "beam_size": settings.beam_size,
         "length_penalty": settings.length_penalty,
         "bleu_by_length": bleu_by_length(
-            result.sources, result.hypotheses, result.references,
-            tokenize=cfg.data.bleu_tokenize,
+            result.sources, result.hypotheses, result.references, tokenize=tokenize,
         ),
         "truncated": encoded[split].truncated,
         "decode_seconds": round(seconds, 2),

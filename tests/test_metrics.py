@@ -4,7 +4,12 @@ import pytest
 import sacrebleu
 
 from seq2seq.errors import UserError
-from seq2seq.evaluation.metrics import bleu_by_length, bleu_gap_by_length, score
+from seq2seq.evaluation.metrics import (
+    bleu_by_length,
+    bleu_gap_by_length,
+    bleu_tokenize_for,
+    score,
+)
 
 HYPS = [
     "Jane went to the store.",
@@ -47,6 +52,35 @@ def test_tokenizer_is_passed_through():
     assert "tok:char" in scores.bleu_signature
     assert scores.bleu == pytest.approx(sacrebleu.corpus_bleu(HYPS, [REFS], tokenize="char").score)
     assert scores.bleu != pytest.approx(score(HYPS, REFS).bleu)
+
+
+@pytest.mark.parametrize(
+    ("tgt_lang", "tokenize"),
+    [("ja", "ja-mecab"), ("zh", "zh"), ("zh-TW", "zh"), ("ko", "ko-mecab"), ("KO", "ko-mecab"),
+     ("en", "13a"), ("de", "13a"), ("tgt", "13a")],
+)
+def test_an_unset_tokenizer_is_the_target_languages(tgt_lang: str, tokenize: str) -> None:
+    assert bleu_tokenize_for(tgt_lang) == tokenize  # ja-mecab and ko-mecab need no package here
+
+
+def test_a_named_tokenizer_wins_over_the_target_language() -> None:
+    assert bleu_tokenize_for("ko", "13a") == "13a"
+    assert bleu_tokenize_for("en", "char") == "char"
+
+
+def test_a_13a_target_scores_as_before() -> None:
+    chosen = score(HYPS, REFS, tokenize=bleu_tokenize_for("en"))
+    assert chosen == score(HYPS, REFS)
+    assert "tok:13a" in chosen.bleu_signature
+
+
+def test_a_chinese_target_is_scored_on_characters() -> None:
+    hyps, refs = ["我喜欢吃寿司。"], ["我喜欢吃米饭。"]
+    chinese = score(hyps, refs, tokenize=bleu_tokenize_for("zh"))
+    assert "tok:zh" in chinese.bleu_signature
+    assert chinese.bleu == pytest.approx(sacrebleu.corpus_bleu(hyps, [refs], tokenize="zh").score)
+    assert chinese.bleu > 0
+    assert score(hyps, refs).bleu == 0  # 13a sees one word, and it differs
 
 
 @pytest.mark.parametrize(

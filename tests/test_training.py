@@ -287,6 +287,17 @@ def test_the_logged_speed_leaves_out_a_validation_inside_the_interval(tmp_path: 
     assert [(e.step, e.value) for e in speeds] == [(3, 300 / (11 - 5)), (6, 300 / 6)]
 
 
+def test_training_scores_bleu_with_the_target_languages_tokenizer(tmp_path: Path) -> None:
+    """`bleu_tokenize: null` is sacrebleu's choice for the target: zh for a Chinese one."""
+    cfg = tiny_config(tmp_path, "data.tgt_lang=zh")
+    assert cfg.data.bleu_tokenize is None
+    t = cfg.trainer
+    parts = build_parts(cfg, setup_runtime(t.device, t.precision, t.threads, t.seed),
+                        prepare_data(cfg.data, cfg.tokenizer, verbose=False), tmp_path / "run")
+    assert parts.validator.bleu_tokenize == "zh"
+    parts.close()
+
+
 def test_resume_reads_the_checkpoint_on_the_cpu_whatever_the_device(tmp_path: Path) -> None:
     """The random generators take CPU byte tensors only, so a checkpoint must not be mapped to
     the training device before its RNG state is restored (on a GPU that crashed every resume).

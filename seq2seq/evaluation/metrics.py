@@ -1,7 +1,8 @@
 """Corpus BLEU and chrF with sacrebleu, reported with their signatures.
 
 Hypotheses and references are detokenized text, one sentence per item; sacrebleu tokenizes them
-itself (`13a` by default, `ko-mecab` for Korean targets), so scores compare across papers.
+itself, with the tokenizer sacrebleu picks for the target language unless a corpus names one
+(`bleu_tokenize_for`), so scores compare across papers.
 """
 
 from __future__ import annotations
@@ -14,6 +15,18 @@ from sacrebleu.metrics import BLEU, CHRF
 from seq2seq.errors import UserError
 
 DEFAULT_TOKENIZE = "13a"
+TARGET_TOKENIZE = {"zh": "zh", "ja": "ja-mecab", "ko": "ko-mecab"}  # as sacrebleu chooses them
+
+
+def bleu_tokenize_for(tgt_lang: str, tokenize: str | None = None) -> str:
+    """sacrebleu's BLEU tokenizer for a target language: `tokenize` when set, else `zh`,
+    `ja-mecab` or `ko-mecab` for a Chinese, Japanese or Korean target (`zh-TW` counts as zh),
+    else 13a. The name comes back even when its tokenizer lacks its packages; scoring says so.
+    """
+    if tokenize is not None:
+        return tokenize
+    language = tgt_lang.lower().replace("_", "-").split("-")[0]
+    return TARGET_TOKENIZE.get(language, DEFAULT_TOKENIZE)
 
 
 @dataclass

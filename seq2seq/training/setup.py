@@ -23,6 +23,7 @@ from torch.utils.tensorboard import SummaryWriter
 from seq2seq.checkpoint import Checkpointer
 from seq2seq.corpus import PreparedData, SegmentationSampler, prepare_data
 from seq2seq.decoding import decode_settings
+from seq2seq.evaluation.metrics import bleu_tokenize_for
 from seq2seq.models import build_model
 from seq2seq.models.base import count_parameters
 from seq2seq.runtime import Runtime, dropout_seed, seed_everything
@@ -123,7 +124,8 @@ def build_parts(cfg: DictConfig, rt: Runtime, data: PreparedData, run_dir: Path)
         valid_settings=decode_settings(cfg.decoding, cfg.decoding.valid_beam_size),
         test_settings=decode_settings(cfg.decoding, cfg.decoding.beam_size),
         batch_tokens=t.batch_tokens, pad_to_multiple=t.pad_to_multiple,
-        max_sentences=t.eval_max_sentences, bleu_tokenize=cfg.data.bleu_tokenize,
+        max_sentences=t.eval_max_sentences,
+        bleu_tokenize=bleu_tokenize_for(cfg.data.tgt_lang, cfg.data.bleu_tokenize),
         test_set=cfg.data.test_set, probe=list(cfg.data.probe),
         probe_reference=cfg.data.probe_reference,
         probe_words=[list(pair) for pair in cfg.data.probe_words], links=data.links,

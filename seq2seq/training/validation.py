@@ -52,7 +52,8 @@ class Validator:
         pad_to_multiple: sequence lengths are padded up to a multiple of this, as in training.
         max_sentences: validate on N pairs spread evenly over the validation split (the same N
             at every validation: loss, BLEU, chrF and AER); None: all.
-        bleu_tokenize: sacrebleu's tokenizer; None: its default for the target language.
+        bleu_tokenize: sacrebleu's BLEU tokenizer (`bleu_tokenize_for` the target language);
+            None: 13a.
         test_set: the name every test score carries.
         probe: sentences translated at every validation, their heatmaps to TensorBoard.
         probe_reference: the first probe sentence's reference, for its teacher-forced heatmap.
