@@ -78,9 +78,14 @@ def length_penalty_factor(length: int, alpha: float) -> float:
     return ((5.0 + length) / 6.0) ** alpha
 
 
+def max_output_length(src_len: int, max_len_a: float, max_len_b: int) -> int:
+    """The most tokens (EOS excluded) a sentence of src_len real source tokens may emit."""
+    return max(0, int(max_len_a * src_len + max_len_b))
+
+
 def _max_lengths(src_mask: Tensor, max_len_a: float, max_len_b: int) -> list[int]:
     """The most tokens (EOS excluded) each of the B sentences may emit."""
-    return [max(0, int(max_len_a * n + max_len_b)) for n in src_mask.sum(dim=1).tolist()]
+    return [max_output_length(n, max_len_a, max_len_b) for n in src_mask.sum(dim=1).tolist()]
 
 
 def _step_log_probs(logits: Tensor, force_eos: list[bool]) -> Tensor:

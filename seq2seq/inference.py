@@ -62,7 +62,7 @@ def run_tokenizer_dir(ckpt: Path | str) -> Path:
     return Path(ckpt).parent.parent / "tokenizer"
 
 
-def _schema_config(payload: dict, path: Path) -> DictConfig:
+def schema_config(payload: dict, path: Path) -> DictConfig:
     """The checkpoint's config checked against the schema (older checkpoints get defaults)."""
     if not isinstance(payload.get("config"), dict) or "tokenizer" not in payload:
         raise UserError(f"{path}: not a training checkpoint (no config or tokenizer identity)")
@@ -96,7 +96,7 @@ def load_for_inference(
     path = Path(ckpt)
     device = torch.device(device)
     payload = load_checkpoint(path, map_location="cpu")
-    cfg = _schema_config(payload, path)
+    cfg = schema_config(payload, path)
     tok_dir = Path(tokenizer_dir) if tokenizer_dir is not None else run_tokenizer_dir(path)
     if not tok_dir.is_dir():
         raise UserError(
