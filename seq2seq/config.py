@@ -58,6 +58,16 @@ class Score(Choice):
     general = "general"
 
 
+class Engine(Choice):
+    torch = "torch"
+    ctranslate2 = "ctranslate2"
+
+
+class Quantization(Choice):
+    float32 = "float32"
+    int8 = "int8"
+
+
 class AttentionFn(Choice):
     softmax = "softmax"
     sparsemax = "sparsemax"
@@ -310,6 +320,18 @@ class TranslateConfig:
     device: str = MISSING
     attention_dir: str | None = MISSING
     tokenizer_dir: str | None = MISSING
+    engine: Engine = MISSING
+
+
+@dataclass
+class ExportConfig:
+    """`python -m seq2seq.export` (configs/export.yaml): a Transformer checkpoint to a
+    CTranslate2 model folder."""
+
+    ckpt: str = MISSING
+    out: str = MISSING
+    quantization: Quantization = MISSING
+    tokenizer_dir: str | None = MISSING
 
 
 def register_configs() -> None:
@@ -330,3 +352,4 @@ def register_configs() -> None:
     cs.store(name="compare_schema", node=CompareConfig)
     cs.store(name="evaluate_schema", node=EvaluateConfig)
     cs.store(name="translate_schema", node=TranslateConfig)
+    cs.store(name="export_schema", node=ExportConfig)
