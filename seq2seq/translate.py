@@ -1,4 +1,5 @@
-"""`python -m seq2seq.translate ckpt=PATH [beam_size=5] [nbest=1] [attention_dir=DIR]`.
+"""`python -m seq2seq.translate ckpt=PATH [beam_size=5] [nbest=1] [attention_dir=DIR]
+[engine=ctranslate2]`.
 
 Reads one sentence per line from stdin (or `input=FILE`) and writes one translation per line
 to stdout, in input order, flushed after every batch. Empty lines stay empty and never reach
@@ -7,14 +8,17 @@ naming the line. With `nbest=N` each input line i (counted from 0) gives N lines
 `i ||| hypothesis ||| score`. With `attention_dir=DIR` every non-empty line n (counted from 1)
 gets a heatmap `DIR/<nnnn>.png` of the attention that produced its translation.
 Bytes that are not UTF-8 stop the run with one line naming the input line (exit status 2).
+With `engine=ctranslate2`, ckpt is a folder written by `python -m seq2seq.export` and the
+CTranslate2 model decodes (`seq2seq.ctranslate2_engine`); the input is handled the same way.
 """
 
 from __future__ import annotations
 
+import functools
 import itertools
 import os
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import ExitStack
 from pathlib import Path
 from typing import BinaryIO
@@ -23,18 +27,23 @@ import hydra
 from omegaconf import DictConfig, OmegaConf
 from torch import Tensor
 
+from seq2seq import ctranslate2_engine
 from seq2seq.config import register_configs
-from seq2seq.decoding import DecodeSettings
+from seq2seq.decoding import DecodeSettings, Hypothesis
 from seq2seq.errors import UserError, exit_on_user_error
 from seq2seq.evaluation.decode_and_score import decode_ids
 from seq2seq.evaluation.hypotheses import one_line
-from seq2seq.inference import Loaded, load_for_inference, resolve_device, search_settings
-from seq2seq.tokenization import EOS_ID
+from seq2seq.inference import load_for_inference, resolve_device, search_settings
+from seq2seq.tokenization import EOS_ID, Tokenizer
 from seq2seq.visualization import attention_heatmap, figure_to_png
 
 register_configs()
 
 STDIN = "<stdin>"
+ENGINES = ("torch", "ctranslate2")
+
+# Source piece ids (without EOS) of a batch -> up to nbest hypotheses each, in input order.
+Decode = Callable[[list[list[int]]], list[list[Hypothesis]]]
 
 
 def read_lines(stream: BinaryIO, name: str) -> Iterator[tuple[int, str]]:
@@ -55,10 +64,12 @@ def read_lines(stream: BinaryIO, name: str) -> Iterator[tuple[int, str]]:
 
 
 class Translator:
-    """Translates batches of numbered lines with one loaded checkpoint.
+    """Translates batches of numbered lines with one model.
 
     Args:
-        loaded: the checkpoint, from `load_for_inference`.
+        tokenizer: the model's tokenizer.
+        config: the run's resolved config (tokenizer.max_src_len, model.name).
+        decode: the model's search (the torch model's or a CTranslate2 export's).
         settings: beam size, n-best, length limits and batch size.
         input_name: how warnings name the input (a path or `<stdin>`).
         attention_dir: where heatmap PNGs go; None: no heatmaps.
@@ -66,22 +77,26 @@ class Translator:
 
     def __init__(
         self,
-        loaded: Loaded,
+        tokenizer: Tokenizer,
+        config: DictConfig,
+        decode: Decode,
         settings: DecodeSettings,
         input_name: str,
         attention_dir: Path | None = None,
     ) -> None:
-        self.loaded = loaded
+        self.tokenizer = tokenizer
+        self.config = config
+        self.decode = decode
         self.settings = settings
         self.input_name = input_name
         self.attention_dir = attention_dir
-        self.max_src_len = int(loaded.config.tokenizer.max_src_len)
-        self.eos_piece = loaded.tokenizer.tgt_pieces([EOS_ID])[0]
+        self.max_src_len = int(config.tokenizer.max_src_len)
+        self.eos_piece = tokenizer.tgt_pieces([EOS_ID])[0]
         self.warned_no_attention = False
 
     def encode(self, number: int, text: str) -> list[int]:
         """Source ids of one line, truncated (with a warning) to leave room for EOS."""
-        ids = self.loaded.tokenizer.encode_src([text])[0]
+        ids = self.tokenizer.encode_src([text])[0]
         if len(ids) >= self.max_src_len:
             warn(
                 f"{self.input_name} line {number}: {len(ids)} source pieces "
@@ -93,10 +108,10 @@ class Translator:
 
     def translate(self, lines: list[tuple[int, str]]) -> list[str]:
         """Output lines for numbered input lines, in input order (n-best: N per input line)."""
-        tokenizer = self.loaded.tokenizer
+        tokenizer = self.tokenizer
         todo = [(number, text.strip()) for number, text in lines if text.strip()]
         src_ids = [self.encode(number, text) for number, text in todo]
-        found = decode_ids(self.loaded.model, src_ids, self.settings, self.loaded.device)
+        found = self.decode(src_ids)
         by_line = dict(zip((number for number, _ in todo), zip(src_ids, found, strict=True),
                            strict=True))
         out: list[str] = []
@@ -120,12 +135,12 @@ class Translator:
         """Write `<attention_dir>/<number>.png`; a model without attention warns once."""
         if attention is None:
             if not self.warned_no_attention:
-                warn(f"the {self.loaded.config.model.name} model has no attention: no heatmaps "
+                warn(f"the {self.config.model.name} model has no attention: no heatmaps "
                      f"are written to {self.attention_dir}")
                 self.warned_no_attention = True
             return
         assert self.attention_dir is not None
-        tok = self.loaded.tokenizer
+        tok = self.tokenizer
         src_labels = tok.src_pieces(src_ids) + [self.eos_piece]
         tgt_labels = tok.tgt_pieces(tgt_ids) + [self.eos_piece]
         fig = attention_heatmap(attention, src_labels, tgt_labels, title=text)
@@ -151,6 +166,7 @@ def translate(
     tokenizer_dir: str | Path | None = None,
     stdin: BinaryIO | None = None,
     stdout: BinaryIO | None = None,
+    engine: str = "torch",
 ) -> int:
     """Translate lines from `input` (or stdin) to stdout; returns the number of input lines.
 
@@ -165,12 +181,31 @@ def translate(
         tokenizer_dir: the tokenizer folder; None: `<run>/tokenizer`.
         stdin: the byte stream read when `input` is None; None: the process's stdin.
         stdout: the byte stream written; None: the process's stdout.
+        engine: torch, or ctranslate2 with `ckpt` the folder of `python -m seq2seq.export`
+            (which carries its tokenizer; it writes no heatmaps).
 
     Raises:
         UserError: a bad setting, an unreadable checkpoint or input, bytes that are not UTF-8.
     """
-    loaded = load_for_inference(ckpt, resolve_device(device), tokenizer_dir)
-    settings = search_settings(loaded.config, beam_size, batch_size, nbest)
+    engine = str(engine)
+    if engine not in ENGINES:
+        raise UserError(f"engine={engine!r} is not one of {', '.join(ENGINES)}")
+    decode: Decode
+    if engine == "ctranslate2":
+        for key, value in (("attention_dir", attention_dir), ("tokenizer_dir", tokenizer_dir)):
+            if value is not None:
+                raise UserError(f"{key}= needs engine=torch (a CTranslate2 export carries its "
+                                "tokenizer and returns no heatmaps here)")
+        exported = ctranslate2_engine.load_exported(ckpt, device)
+        tokenizer, config = exported.tokenizer, exported.config
+        settings = search_settings(config, beam_size, batch_size, nbest)
+        decode = functools.partial(ctranslate2_engine.decode_ids, exported, settings=settings)
+    else:
+        loaded = load_for_inference(ckpt, resolve_device(device), tokenizer_dir)
+        tokenizer, config = loaded.tokenizer, loaded.config
+        settings = search_settings(config, beam_size, batch_size, nbest)
+        decode = functools.partial(decode_ids, loaded.model, settings=settings,
+                                   device=loaded.device)
     heatmaps = Path(attention_dir) if attention_dir is not None else None
     out = stdout if stdout is not None else sys.stdout.buffer
     with ExitStack() as stack:
@@ -183,7 +218,7 @@ def translate(
         else:
             stream = stdin if stdin is not None else sys.stdin.buffer
             name = STDIN
-        translator = Translator(loaded, settings, name, heatmaps)
+        translator = Translator(tokenizer, config, decode, settings, name, heatmaps)
         # Typed at a terminal: answer every line at once instead of waiting for a full batch.
         per_batch = 1 if stream.isatty() else settings.batch_size
         lines = read_lines(stream, name)
