@@ -1,0 +1,255 @@
+"""The CTranslate2 export of the Transformer and `translate engine=ctranslate2`, with the real
+CTranslate2 against the project's own decoder.
+
+The fast tier uses the tiny corpus; the slow tier trains a small Transformer on the real Ding
+corpus and checks the agreement on its validation sentences, the int8 export's BLEU and the
+benchmark script end to end.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from hydra import compose, initialize_config_dir
+from omegaconf import OmegaConf
+
+from seq2seq.checkpoint import load_checkpoint, save_checkpoint
+from seq2seq.config import register_configs
+from seq2seq.corpus import encode_split
+from seq2seq.ctranslate2_engine import decode_ids as ctranslate2_decode_ids
+from seq2seq.ctranslate2_engine import load_exported
+from seq2seq.data import load_corpus
+from seq2seq.errors import UserError
+from seq2seq.evaluation.decode_and_score import decode_ids
+from seq2seq.evaluation.metrics import score
+from seq2seq.export import export_ctranslate2
+from seq2seq.inference import Loaded, load_for_inference, search_settings
+from seq2seq.models import build_model
+from seq2seq.training.loop import train
+from seq2seq.translate import translate
+from tests.tiny import CONFIG_DIR, QUICK_TRAINER, pairs, tiny_config
+
+ROOT = Path(__file__).resolve().parents[1]
+CPU = torch.device("cpu")
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A run folder of a tiny pre-norm Transformer that has learnt some of the tiny corpus."""
+    tmp = tmp_path_factory.mktemp("ctranslate2_run")
+    train(tiny_config(tmp, "trainer.max_steps=150", "trainer.eval_every=75", "trainer.lr=1e-2",
+                      "trainer.warmup_steps=10", model="transformer"))
+    return tmp / "run"
+
+
+@pytest.fixture(scope="module")
+def exported(run: Path) -> Path:
+    return export_ctranslate2(load_for_inference(run / "checkpoints/best.pt", "cpu"),
+                              run.parent / "ct2-float32")
+
+
+def agreement(loaded: Loaded, export: Path, src_ids: list[list[int]], beam_size: int) -> float:
+    """The share of sentences whose best hypothesis has the same token ids on both engines,
+    with the checkpoint's decoding settings (length penalty 2, limit 1.5 * src_len + 10)."""
+    settings = search_settings(loaded.config, beam_size, None)
+    ours = decode_ids(loaded.model, src_ids, settings, CPU)
+    theirs = ctranslate2_decode_ids(load_exported(export, threads=1), src_ids, settings)
+    return sum(a[0].tokens == b[0].tokens for a, b in zip(ours, theirs, strict=True)) / len(ours)
+
+
+def test_the_export_folder(run: Path, exported: Path) -> None:
+    loaded = load_for_inference(run / "checkpoints/best.pt", "cpu")
+    files = {p.name for p in exported.iterdir()}
+    assert {"model.bin", "config.json", "shared_vocabulary.json", "spm.joint.model",
+            "tokenizer.json", "seq2seq.json"} <= files
+    config = json.loads((exported / "config.json").read_text())
+    assert config["add_source_eos"] is True
+    assert (config["bos_token"], config["eos_token"], config["unk_token"]) == ("<s>", "</s>",
+                                                                             "<unk>")
+    assert config["decoder_start_token"] == "<s>" and config["layer_norm_epsilon"] == 1e-5
+    vocabulary = json.loads((exported / "shared_vocabulary.json").read_text())
+    tok = loaded.tokenizer
+    assert vocabulary == tok.tgt_pieces(range(tok.tgt_vocab_size))
+    assert vocabulary[:4] == ["<pad>", "<unk>", "<s>", "</s>"]
+    metadata = json.loads((exported / "seq2seq.json").read_text())
+    assert metadata["tokenizer"] == tok.identity and metadata["quantization"] == "float32"
+    with pytest.raises(UserError, match="already exists"):
+        export_ctranslate2(loaded, exported)
+
+
+@pytest.mark.parametrize("beam_size", [1, 5])
+def test_float32_export_decodes_as_the_project_decoder(
+    run: Path, exported: Path, beam_size: int
+) -> None:
+    """Token ids on 200 tiny-corpus sentences. The tiny model often loops to the length limit,
+    where the two searches may part (see seq2seq/ctranslate2_engine.py); greedy may not."""
+    loaded = load_for_inference(run / "checkpoints/best.pt", "cpu")
+    src_ids = loaded.tokenizer.encode_src([de for de, _ in pairs(200, seed=7)])
+    share = agreement(loaded, exported, src_ids, beam_size)
+    assert share == 1.0 if beam_size == 1 else share >= 0.97
+
+
+def test_post_norm_export_decodes_as_the_project_decoder(run: Path, tmp_path: Path) -> None:
+    """A post-norm Transformer (random weights, fixed seed): greedy token ids are equal."""
+    loaded = load_for_inference(run / "checkpoints/best.pt", "cpu")
+    cfg = OmegaConf.merge(loaded.config.model, {"pre_norm": False})
+    torch.manual_seed(3)
+    model = build_model(cfg, loaded.tokenizer.src_vocab_size, loaded.tokenizer.tgt_vocab_size)
+    post = Loaded(model.eval(), loaded.tokenizer, OmegaConf.merge(loaded.config, {"model": cfg}),
+                  loaded.checkpoint, CPU)
+    export = export_ctranslate2(post, tmp_path / "post-norm")
+    src_ids = loaded.tokenizer.encode_src([de for de, _ in pairs(50, seed=8)])
+    assert agreement(post, export, src_ids, beam_size=1) == 1.0
+
+
+def test_int8_export_is_smaller_and_translates(run: Path, exported: Path, tmp_path: Path) -> None:
+    loaded = load_for_inference(run / "checkpoints/best.pt", "cpu")
+    int8 = export_ctranslate2(loaded, tmp_path / "int8", quantization="int8")
+    assert (int8 / "model.bin").stat().st_size < 0.75 * (exported / "model.bin").stat().st_size
+    src_ids = loaded.tokenizer.encode_src([de for de, _ in pairs(20, seed=9)])
+    assert agreement(loaded, int8, src_ids, beam_size=1) >= 0.8
+
+
+@pytest.fixture(scope="module")
+def cli_runs(run: Path, exported: Path, tmp_path_factory: pytest.TempPathFactory) -> dict:
+    """The entry points on bad input, run at once (the processes mostly wait on imports):
+    export of a Bahdanau checkpoint, translate of bytes that are not UTF-8."""
+    tmp = tmp_path_factory.mktemp("ctranslate2_cli")
+    cfg = tiny_config(tmp, model="bahdanau", data_root=run.parent / "data")
+    loaded = load_for_inference(run / "checkpoints/best.pt", "cpu")
+    model = build_model(cfg.model, loaded.tokenizer.src_vocab_size,
+                        loaded.tokenizer.tgt_vocab_size)
+    payload = load_checkpoint(run / "checkpoints/best.pt")
+    payload["model"] = model.state_dict()
+    payload["config"]["model"] = OmegaConf.to_container(cfg.model, enum_to_str=True)
+    rnn = tmp / "checkpoints" / "bahdanau.pt"
+    save_checkpoint(rnn, payload)
+    commands = {
+        "export": (["seq2seq.export", f"ckpt={rnn}", f"out={tmp / 'out'}",
+                    f"tokenizer_dir={run / 'tokenizer'}"], b""),
+        "translate": (["seq2seq.translate", f"ckpt={exported}", "engine=ctranslate2",
+                       "device=cpu"], b"Jane ging in den Laden.\nAnna \xff\xfe sah\n"),
+    }
+    procs = {name: subprocess.Popen([sys.executable, "-m", *args], cwd=ROOT,
+                                    stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                    stderr=subprocess.PIPE)
+             for name, (args, _) in commands.items()}
+    results = {}
+    for name, proc in procs.items():
+        stdout, stderr = proc.communicate(commands[name][1], timeout=120)
+        results[name] = (proc.returncode, stdout.decode(), stderr.decode())
+    return {"rnn": rnn, "out": tmp / "out", **results}
+
+
+def test_a_recurrent_checkpoint_is_refused_in_one_line(cli_runs: dict) -> None:
+    returncode, _, stderr = cli_runs["export"]
+    assert returncode == 2, stderr
+    assert stderr.startswith("error: ") and stderr.count("\n") == 1, stderr
+    assert "bahdanau model has no CTranslate2 equivalent" in stderr
+    assert str(cli_runs["rnn"]) in stderr and not cli_runs["out"].exists()
+
+
+def test_translate_handles_input_as_the_torch_engine(
+    run: Path, exported: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Empty lines stay empty, an over-long line is truncated with the same warning, and the
+    translations are the torch engine's."""
+    long_line = " ".join(["Jane ging in den Laden."] * 400)  # 2,000 words
+    text = f"Jane ging in den Laden.\n\n{long_line}\nAnna sah den Park.\n".encode()
+    outputs, warnings = [], []
+    for engine, ckpt in (("torch", run / "checkpoints/best.pt"), ("ctranslate2", exported)):
+        out = io.BytesIO()
+        count = translate(ckpt, device="cpu", beam_size=1, engine=engine,
+                          stdin=io.BytesIO(text), stdout=out)
+        assert count == 4
+        outputs.append(out.getvalue().decode())
+        warnings.append(capsys.readouterr().err)
+    assert outputs[0] == outputs[1]
+    lines = outputs[1].split("\n")
+    assert len(lines) == 5 and lines[1] == "" and lines[-1] == "" and lines[0].startswith("Jane")
+    assert warnings[0] == warnings[1]
+    assert "warning: <stdin> line 3:" in warnings[1] and "truncated" in warnings[1]
+
+
+def test_translate_stops_at_bad_utf8_in_one_line(cli_runs: dict) -> None:
+    returncode, stdout, stderr = cli_runs["translate"]
+    assert returncode == 2, stderr
+    assert stderr.startswith("error: ") and stderr.count("\n") == 1, stderr
+    assert "line 2" in stderr and "UTF-8" in stderr
+    assert stdout.count("\n") == 1  # the good line before it was translated
+
+
+def test_settings_the_engine_cannot_honour_are_refused(run: Path, exported: Path) -> None:
+    with pytest.raises(UserError, match="attention_dir= needs engine=torch"):
+        translate(exported, engine="ctranslate2", attention_dir=run.parent / "attention",
+                  stdin=io.BytesIO(b"x\n"), stdout=io.BytesIO())
+    with pytest.raises(UserError, match="not a CTranslate2 export"):
+        translate(run / "checkpoints", engine="ctranslate2", stdin=io.BytesIO(b"x\n"),
+                  stdout=io.BytesIO())
+
+
+@pytest.fixture(scope="module")
+def ding_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A small Transformer trained for 60 s on the real Ding corpus (data/, `make corpus`)."""
+    tmp = tmp_path_factory.mktemp("ding_transformer")
+    register_configs()
+    with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base="1.3"):
+        cfg = compose("config", overrides=[
+            "model=transformer", "model.d_model=64", "model.num_heads=4", "model.ff_dim=256",
+            "model.num_encoder_layers=2", "model.num_decoder_layers=2", "model.dropout=0.1",
+            f"run_dir={tmp / 'run'}", f"runs_root={tmp / 'runs'}", *QUICK_TRAINER,
+            "trainer.batch_tokens=1500", "trainer.max_steps=null", "trainer.max_time=60",
+            "trainer.eval_every=100000", "trainer.save_every=100000", "trainer.final_test=false",
+            "trainer.lr=3e-3", "trainer.warmup_steps=100", "trainer.ema_decay=null",
+        ])
+    train(cfg)
+    return tmp / "run"
+
+
+@pytest.mark.slow
+def test_ding_agreement_and_int8_bleu(ding_run: Path) -> None:
+    """On 300 Ding validation sentences: float32 greedy and beam-5 token ids equal the
+    project decoder's for at least 99% of them; int8 is within 0.5 BLEU of float32."""
+    loaded = load_for_inference(ding_run / "checkpoints/best.pt", "cpu")
+    float32 = export_ctranslate2(loaded, ding_run.parent / "float32")
+    int8 = export_ctranslate2(loaded, ding_run.parent / "int8", quantization="int8")
+    corpus = load_corpus(loaded.config.data)["validation"]
+    split = encode_split(loaded.tokenizer, corpus["src"], corpus["tgt"], 256, 256).subset(
+        list(range(300)))
+    for beam_size in (1, 5):
+        share = agreement(loaded, float32, split.src_ids, beam_size)
+        print(f"float32 agreement, beam {beam_size}: {share:.4f}")
+        assert share >= 0.99
+    settings = search_settings(loaded.config, 5, None)
+    bleu = {}
+    for name, export in (("float32", float32), ("int8", int8)):
+        found = ctranslate2_decode_ids(load_exported(export, threads=1), split.src_ids, settings)
+        hypotheses = [loaded.tokenizer.decode_tgt(h[0].tokens) for h in found]
+        bleu[name] = score(hypotheses, split.tgt_text).bleu
+    print(f"BLEU float32 {bleu['float32']:.2f}, int8 {bleu['int8']:.2f}")
+    assert bleu["float32"] > 1.0  # the model has learnt something to agree on
+    assert abs(bleu["int8"] - bleu["float32"]) <= 0.5
+
+
+@pytest.mark.slow
+def test_benchmark_script_end_to_end(run: Path) -> None:
+    proc = subprocess.run(
+        [sys.executable, "scripts/benchmark_ctranslate2.py", "--ckpt",
+         str(run / "checkpoints/best.pt"), "--split", "test", "--max-sentences", "6"],
+        cwd=ROOT, capture_output=True, timeout=300,
+    )
+    stdout = proc.stdout.decode()
+    assert proc.returncode == 0, proc.stderr.decode()
+    rows = [line.split() for line in stdout.splitlines() if line.split()[:1] in
+            (["torch"], ["ctranslate2-float32"], ["ctranslate2-int8"])]
+    assert [row[0] for row in rows] == ["torch", "ctranslate2-float32", "ctranslate2-int8"]
+    for row in rows:
+        seconds, per_second, bleu = (float(x) for x in row[1:4])
+        assert seconds > 0 and per_second > 0 and 0 <= bleu <= 100
+    assert "6 sentences" in stdout and "beam 5" in stdout
