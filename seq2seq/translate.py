@@ -192,10 +192,12 @@ def translate(
         raise UserError(f"engine={engine!r} is not one of {', '.join(ENGINES)}")
     decode: Decode
     if engine == "ctranslate2":
-        for key, value in (("attention_dir", attention_dir), ("tokenizer_dir", tokenizer_dir)):
-            if value is not None:
-                raise UserError(f"{key}= needs engine=torch (a CTranslate2 export carries its "
-                                "tokenizer and returns no heatmaps here)")
+        if attention_dir is not None:
+            raise UserError("attention_dir= needs engine=torch: the ctranslate2 engine writes "
+                            "no heatmaps")
+        if tokenizer_dir is not None:
+            raise UserError("tokenizer_dir= needs engine=torch: an export folder carries its "
+                            "own tokenizer")
         exported = ctranslate2_engine.load_exported(ckpt, device)
         tokenizer, config = exported.tokenizer, exported.config
         settings = search_settings(config, beam_size, batch_size, nbest)
