@@ -4,7 +4,9 @@ A checkpoint holds only tensors and plain containers, so it loads with
 `torch.load(weights_only=True)`: a file crafted to run code when unpickled is refused.
 Writes are atomic: a temporary file in the same folder, flushed, then renamed over the target.
 
-What training writes (`Checkpointer.save`):
+What training writes (`Checkpointer.save`) to `<run>/checkpoints/`: last.pt (resume reads it),
+best.pt (the best validation BLEU) and, beside each last.pt, a copy `step-<N>.pt` of which the
+newest trainer.keep_last stay (`python -m seq2seq.average` averages them). Each holds:
 - "model": the weights evaluate and translate load: the average when training keeps one
   (trainer.ema_decay), else the trained weights; "train_model": the trained weights when they
   differ from "model" (else None), which a resumed run continues from;
@@ -36,6 +38,7 @@ from seq2seq.runtime import Runtime, dropout_seed, gather_to_main, seed_everythi
 from seq2seq.tokenization import Tokenizer
 
 FORMAT_VERSION = 1
+PERIODIC_PREFIX = "step-"  # step-<N>.pt: the periodic checkpoints trainer.keep_last keeps
 
 
 @dataclass
@@ -131,6 +134,16 @@ def check_tokenizer(
     )
 
 
+def periodic_checkpoints(folder: Path) -> list[Path]:
+    """The periodic checkpoints `step-<N>.pt` in `folder`, oldest (smallest N) first."""
+    found = []
+    for path in Path(folder).glob(f"{PERIODIC_PREFIX}*.pt"):
+        step = path.stem[len(PERIODIC_PREFIX):]
+        if step.isdigit():
+            found.append((int(step), path))
+    return [path for _, path in sorted(found)]
+
+
 def rng_state() -> dict[str, Any]:
     """Every random generator this process uses, as plain data (CPU tensors)."""
     state: dict[str, Any] = {"torch": torch.get_rng_state(), "python": random.getstate()}
@@ -195,6 +208,7 @@ class Checkpointer:
         config: the run's resolved config, as plain containers.
         tokenizer: the run's tokenizer; a checkpoint of another one is refused.
         seed: trainer.seed, to reseed processes whose random state a checkpoint lacks.
+        keep_last: periodic checkpoints (`step-<N>.pt`) kept beside last.pt; 0: none.
     """
 
     def __init__(
@@ -209,11 +223,13 @@ class Checkpointer:
         config: dict[str, Any],
         tokenizer: Tokenizer,
         seed: int,
+        keep_last: int,
     ) -> None:
         self.folder, self.rt = folder, rt
         self.model, self.averaged = model, averaged
         self.optimizer, self.plateau, self.scaler = optimizer, plateau, scaler
         self.config, self.tokenizer, self.seed = config, tokenizer, seed
+        self.keep_last = keep_last
 
     @property
     def best(self) -> Path:
@@ -234,15 +250,25 @@ class Checkpointer:
             "num_parameters": count_parameters(self.model),
         }
 
-    def save(self, name: str, progress: Progress, elapsed: float, every_rank: bool = True) -> None:
-        """Rank 0 writes `folder/name`. At a point every process reaches (`every_rank`), the
-        random state of each is gathered into it; best.pt, written during rank 0's
-        evaluation, holds rank 0's only."""
-        rng = gather_to_main(rng_state(), self.rt) if every_rank else [rng_state()]
+    def save_best(self, progress: Progress, elapsed: float) -> None:
+        """best.pt, written during rank 0's evaluation: it holds rank 0's random state only."""
+        progress.elapsed = elapsed
+        save_checkpoint(self.best, self.payload(progress, [rng_state()]))
+
+    def save_last(self, progress: Progress, elapsed: float) -> None:
+        """last.pt, at a point every process reaches (the random state of each is gathered
+        into it), and the same payload as `step-<N>.pt`, of which the newest `keep_last` stay
+        (written first, so a crash between the two never leaves fewer)."""
+        rng = gather_to_main(rng_state(), self.rt)
         if not self.rt.is_main:
             return
         progress.elapsed = elapsed
-        save_checkpoint(self.folder / name, self.payload(progress, rng))
+        payload = self.payload(progress, rng)
+        if self.keep_last > 0:
+            save_checkpoint(self.folder / f"{PERIODIC_PREFIX}{progress.step}.pt", payload)
+            for old in periodic_checkpoints(self.folder)[: -self.keep_last]:
+                old.unlink()
+        save_checkpoint(self.folder / "last.pt", payload)
 
     def restore(self, path: Path) -> Progress:
         """Load weights, optimizer, plateau, scaler and this process's random state from a

@@ -191,6 +191,7 @@ class TrainerConfig:
     resume: Any = MISSING  # false | true | a checkpoint path
     final_test: bool = MISSING
     progress: bool = MISSING
+    keep_last: int = MISSING
 
 
 @dataclass

@@ -2,8 +2,8 @@
 
 batch -> loss -> update; now and then: log, validate (BLEU, chrF, AER, probe heatmaps) and
 keep the best weights, checkpoint. Budgets: max_steps, max_epochs, max_time, early stopping on
-validation BLEU. A run folder holds checkpoints/{last,best}.pt, tensorboard/, metrics.json,
-test.hyp, config.yaml and tokenizer/.
+validation BLEU. A run folder holds checkpoints/{last,best}.pt and the newest trainer.keep_last
+step-<N>.pt, tensorboard/, metrics.json, test.hyp, config.yaml and tokenizer/.
 """
 
 from __future__ import annotations
@@ -67,14 +67,14 @@ def run(parts: TrainingParts, progress: Progress) -> RunOutcome:
                 with log.paused():  # validation time is not training speed
                     early_stop = validate_and_keep_best(parts, progress, time.monotonic() - start)
             if progress.step % parts.save_every == 0:
-                checkpointer.save("last.pt", progress, time.monotonic() - start)
+                checkpointer.save_last(progress, time.monotonic() - start)
             stopped_by = agree_to_stop(rt, parts.plateau, early_stop, stop_signal.received)
             if stopped_by is not None:
                 break
     log.close()
     elapsed = time.monotonic() - start
     if stopped_by not in (None, "early stopping"):
-        checkpointer.save("last.pt", progress, elapsed)
+        checkpointer.save_last(progress, elapsed)
         last = checkpointer.folder / "last.pt"
         if rt.is_main:
             print(f"{stopped_by}: saved {last} at step {progress.step}; "
@@ -82,7 +82,7 @@ def run(parts: TrainingParts, progress: Progress) -> RunOutcome:
         return RunOutcome(str(stopped_by), progress.step, elapsed, interrupted=True)
     if rt.is_main and (not progress.history or progress.history[-1]["step"] != progress.step):
         validate_and_keep_best(parts, progress, elapsed)  # the final weights are always validated
-    checkpointer.save("last.pt", progress, elapsed)
+    checkpointer.save_last(progress, elapsed)
     return RunOutcome(stopped_by or "budget", progress.step, elapsed, interrupted=False)
 
 
@@ -95,7 +95,7 @@ def validate_and_keep_best(parts: TrainingParts, progress: Progress, elapsed: fl
     improved = row["valid_bleu"] > progress.best_bleu
     if improved:
         progress.best_bleu, progress.evals_since_best = row["valid_bleu"], 0
-        parts.checkpointer.save("best.pt", progress, elapsed, every_rank=False)
+        parts.checkpointer.save_best(progress, elapsed)
     else:
         progress.evals_since_best += 1
     if parts.lower_lr_on_plateau and parts.plateau.update(row["valid_bleu"]):

@@ -134,7 +134,7 @@ def build_parts(cfg: DictConfig, rt: Runtime, data: PreparedData, run_dir: Path)
         cfg, resolve=True, enum_to_str=True
     )
     checkpointer = Checkpointer(run_dir / "checkpoints", rt, model, ema.model if ema else None,
-                                optimizer, plateau, scaler, config, tok, t.seed)
+                                optimizer, plateau, scaler, config, tok, t.seed, t.keep_last)
     return TrainingParts(
         rt=rt, model=model, ema=ema, optimizer=optimizer, plateau=plateau, update=update,
         batches=batches, validator=validator, checkpointer=checkpointer,
