@@ -283,6 +283,9 @@ class Checkpointer:
             UserError: an unreadable checkpoint, another tokenizer, weights of another model.
         """
         ckpt = load_checkpoint(path, map_location="cpu")
+        if "optimizer" not in ckpt:
+            raise UserError(f"{path}: an averaged checkpoint (seq2seq.average) is for evaluate "
+                            "and translate; resume from a last.pt or step-<N>.pt")
         check_tokenizer(ckpt, self.tokenizer, path, self.folder.parent / "tokenizer")
         try:
             if self.averaged is not None:

@@ -48,6 +48,11 @@ class Schedule(Choice):
     plateau = "plateau"
 
 
+class AveragedWeights(Choice):
+    evaluated = "evaluated"
+    trained = "trained"
+
+
 class Cell(Choice):
     gru = "gru"
     lstm = "lstm"
@@ -186,12 +191,12 @@ class TrainerConfig:
     eval_max_sentences: int | None = MISSING
     patience: int | None = MISSING
     save_every: int = MISSING
+    keep_last: int = MISSING
     log_every: int = MISSING
     max_bad_steps: int = MISSING
     resume: Any = MISSING  # false | true | a checkpoint path
     final_test: bool = MISSING
     progress: bool = MISSING
-    keep_last: int = MISSING
 
 
 @dataclass
@@ -310,6 +315,16 @@ class EvaluateConfig:
 
 
 @dataclass
+class AverageConfig:
+    """`python -m seq2seq.average` (configs/average.yaml): average a run's last checkpoints."""
+
+    run: str = MISSING
+    last: int = MISSING
+    weights: AveragedWeights = MISSING
+    output: str | None = MISSING
+
+
+@dataclass
 class TranslateConfig:
     """`python -m seq2seq.translate` (configs/translate.yaml): stdin (or a file) to stdout."""
 
@@ -352,5 +367,6 @@ def register_configs() -> None:
     cs.store(name="prepare_schema", node=PrepareConfig)
     cs.store(name="compare_schema", node=CompareConfig)
     cs.store(name="evaluate_schema", node=EvaluateConfig)
+    cs.store(name="average_schema", node=AverageConfig)
     cs.store(name="translate_schema", node=TranslateConfig)
     cs.store(name="export_schema", node=ExportConfig)
