@@ -1,7 +1,9 @@
 """Device, precision, threads, seeds and distribution, decided once per process.
 
-DDP is detected from the torchrun environment (RANK, WORLD_SIZE, LOCAL_RANK): NCCL on GPUs,
-gloo on CPUs. Only the main process (rank 0) logs, evaluates and writes files.
+DDP is detected from the torchrun environment (RANK, WORLD_SIZE, LOCAL_RANK), else from a
+SLURM task's (SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID, the rendezvous on the first host of
+SLURM_JOB_NODELIST): NCCL on GPUs, gloo on CPUs. Only the main process (rank 0) logs, evaluates
+and writes files.
 """
 
 from __future__ import annotations
@@ -10,7 +12,9 @@ import contextlib
 import ctypes
 import os
 import random
+import re
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -135,17 +139,66 @@ def dropout_seed(seed: int, rank: int) -> int:
     return seed + rank
 
 
+@dataclass(frozen=True)
+class ProcessGroupEnv:
+    """Where this process stands in a data-parallel job, read from its environment.
+
+    `init_method` is None under torchrun (torch reads MASTER_ADDR and MASTER_PORT itself), else
+    the `tcp://host:port` rendezvous of a SLURM job.
+    """
+
+    rank: int = 0
+    world_size: int = 1
+    local_rank: int = 0
+    init_method: str | None = None
+
+
+def first_host(nodelist: str) -> str:
+    """The first host of a SLURM node list: `gpu[07-09,12],cpu1` -> `gpu07`, `cpu1,gpu[1-2]` ->
+    `cpu1`, `node3` -> `node3`."""
+    prefix, bracket, ranges = nodelist.partition("[")
+    if "," in prefix or not bracket:  # the first host is written out in full
+        return prefix.split(",", 1)[0]
+    return prefix + re.split(r"[,\-\]]", ranges, maxsplit=1)[0]
+
+
+def process_group_env(environ: Mapping[str, str]) -> ProcessGroupEnv:
+    """The data-parallel position that `environ` describes.
+
+    torchrun's RANK, WORLD_SIZE and LOCAL_RANK win (also under `srun torchrun`). Else a SLURM
+    task of a step of several (`srun`, or hydra's submitit launcher with one task per GPU):
+    SLURM_PROCID, SLURM_NTASKS and SLURM_LOCALID, with the rendezvous at MASTER_ADDR (default:
+    the first host of SLURM_JOB_NODELIST) and MASTER_PORT (default: 20000 + SLURM_JOB_ID mod
+    20000, so two jobs on one node do not collide). Else one process.
+    """
+    if "RANK" in environ and "WORLD_SIZE" in environ:
+        return ProcessGroupEnv(int(environ["RANK"]), int(environ["WORLD_SIZE"]),
+                               int(environ.get("LOCAL_RANK", 0)))
+    world_size = int(environ.get("SLURM_NTASKS", 1))
+    if world_size < 2 or "SLURM_PROCID" not in environ:
+        return ProcessGroupEnv()
+    addr = environ.get("MASTER_ADDR") or first_host(environ.get("SLURM_JOB_NODELIST", ""))
+    if not addr:
+        raise RuntimeError("a SLURM task of several without SLURM_JOB_NODELIST or MASTER_ADDR: "
+                           "no host to meet the other tasks at")
+    port = int(environ.get("MASTER_PORT") or 20000 + int(environ.get("SLURM_JOB_ID", 0)) % 20000)
+    return ProcessGroupEnv(int(environ["SLURM_PROCID"]), world_size,
+                           int(environ.get("SLURM_LOCALID", 0)), f"tcp://{addr}:{port}")
+
+
 def setup_runtime(
     device: str = "auto", precision: str = "auto", threads: int | None = None, seed: int = 0
 ) -> Runtime:
-    """Set up this process: DDP group (if launched by torchrun), device, threads, seeds."""
-    rank = int(os.environ.get("RANK", 0))
-    world_size = int(os.environ.get("WORLD_SIZE", 1))
-    local_rank = int(os.environ.get("LOCAL_RANK", 0))
+    """Set up this process: DDP group (under torchrun or as a SLURM task), device, threads,
+    seeds."""
+    group = process_group_env(os.environ)
+    rank, world_size, local_rank = group.rank, group.world_size, group.local_rank
     dev = pick_device(device, local_rank)
     if world_size > 1 and not dist.is_initialized():
         backend = "nccl" if dev.type == "cuda" else "gloo"
-        dist.init_process_group(backend=backend)
+        # init_method None: torchrun's env:// (MASTER_ADDR, MASTER_PORT)
+        dist.init_process_group(backend=backend, init_method=group.init_method, rank=rank,
+                                world_size=world_size)
     if dev.type == "cuda":
         torch.cuda.set_device(dev)
         torch.backends.cuda.matmul.allow_tf32 = True

@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import os
+import socket
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
-from seq2seq.runtime import pick_precision
+from seq2seq.runtime import ProcessGroupEnv, first_host, pick_precision, process_group_env
+
+ROOT = Path(__file__).resolve().parents[1]
 
 PROBE = """
 import sys, torch
@@ -73,3 +78,58 @@ def test_precision_auto_is_fp32_on_the_cpu() -> None:
     assert pick_precision("auto", torch.device("cpu")) == "fp32"
     with pytest.raises(ValueError, match="precision"):
         pick_precision("fp8", torch.device("cpu"))
+
+
+@pytest.mark.parametrize(
+    ("nodelist", "host"),
+    [("gpu[07-09,12],cpu1", "gpu07"), ("cpu1,gpu[1-2]", "cpu1"), ("node3", "node3"),
+     ("a100-[4]", "a100-4"), ("n[010-011]", "n010")],
+)
+def test_first_host_of_a_slurm_node_list(nodelist: str, host: str) -> None:
+    assert first_host(nodelist) == host
+
+
+def test_a_slurm_task_of_several_joins_a_group_at_the_first_node() -> None:
+    task = {"SLURM_NTASKS": "16", "SLURM_PROCID": "9", "SLURM_LOCALID": "1",
+            "SLURM_JOB_NODELIST": "gpu[03-04]", "SLURM_JOB_ID": "123456"}
+    assert process_group_env(task) == ProcessGroupEnv(9, 16, 1, "tcp://gpu03:23456")
+    explicit = process_group_env({**task, "MASTER_ADDR": "head", "MASTER_PORT": "29400"})
+    assert explicit.init_method == "tcp://head:29400"
+    # torchrun's variables win, also under `srun torchrun`
+    torchrun = {**task, "RANK": "3", "WORLD_SIZE": "4", "LOCAL_RANK": "3"}
+    assert process_group_env(torchrun) == ProcessGroupEnv(3, 4, 3, None)
+    # one task, or a batch script that is not a task of a step: one process
+    assert process_group_env({**task, "SLURM_NTASKS": "1"}) == ProcessGroupEnv()
+    assert process_group_env({"SLURM_NTASKS": "8"}) == ProcessGroupEnv()
+    assert process_group_env({}) == ProcessGroupEnv()
+
+
+SLURM_TASK = """
+import torch, torch.distributed as dist
+from seq2seq.runtime import setup_runtime, teardown
+rt = setup_runtime("cpu", "fp32", threads=1)
+total = torch.tensor([float(rt.rank + 1)])
+dist.all_reduce(total)
+print(rt.rank, rt.world_size, rt.local_rank, int(total.item()), dist.get_backend())
+teardown(rt)
+"""
+
+
+def test_two_slurm_tasks_form_one_gloo_group() -> None:
+    """Two processes with only SLURM's variables (as srun sets them) meet and all-reduce."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    base = {k: v for k, v in os.environ.items()
+            if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR")}
+    base.update(SLURM_NTASKS="2", SLURM_JOB_NODELIST="localhost", SLURM_JOB_ID="1",
+                MASTER_PORT=str(port))
+    tasks = [subprocess.Popen([sys.executable, "-c", SLURM_TASK], cwd=ROOT, text=True,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              env={**base, "SLURM_PROCID": str(rank), "SLURM_LOCALID": str(rank)})
+             for rank in (0, 1)]
+    outputs = [task.communicate(timeout=120) for task in tasks]
+    for task, (_, err) in zip(tasks, outputs, strict=True):
+        assert task.returncode == 0, err[-2000:]
+    assert [out.split() for out, _ in outputs] == [["0", "2", "0", "3", "gloo"],
+                                                   ["1", "2", "1", "3", "gloo"]]
