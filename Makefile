@@ -14,7 +14,7 @@ help:  ## list the targets
 $(VENV)/.installed: pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[dev,serve]'
+	$(PY) -m pip install --quiet -e '.[dev,serve,sweep]'
 	$(PY) -m pip install --quiet -e '.[align]' || echo "eflomal could not be built: the attention alignment metric (AER) will be reported as unavailable"
 	touch $@
 
