@@ -63,13 +63,10 @@ QUICK_TRAINER = [
 ]
 
 
-def tiny_config(
-    tmp_path: Path, *overrides: str, model: str = "bahdanau", data_root: Path | None = None
-) -> DictConfig:
-    """The real composed config, pointed at the tiny corpus and sized to run in seconds.
-
-    Runs that must share a tokenizer share `data_root` (corpus and tokenizer caches).
-    """
+def tiny_overrides(tmp_path: Path, model: str = "bahdanau",
+                   data_root: Path | None = None) -> list[str]:
+    """Overrides that size the real config to run in seconds on the tiny corpus, runs under
+    `tmp_path / "runs"`; the run folder is left to Hydra (a sweep gives one per job)."""
     sizes = {
         "vanilla": ["model.emb_dim=16", "model.hidden_size=32"],
         "bahdanau": ["model.emb_dim=16", "model.hidden_size=32", "model.attn_dim=32"],
@@ -78,12 +75,22 @@ def tiny_config(
                         "model.num_encoder_layers=1", "model.num_decoder_layers=1",
                         "model.dropout=0.1"],  # the default 0.2 is for d_model 256
     }[model]
-    base = [
+    return [
         f"model={model}", *sizes,
         *corpus_overrides(data_root or tmp_path / "data"),
-        f"run_dir={tmp_path / 'run'}", f"runs_root={tmp_path / 'runs'}",
+        f"runs_root={tmp_path / 'runs'}",
         *QUICK_TRAINER,
     ]
+
+
+def tiny_config(
+    tmp_path: Path, *overrides: str, model: str = "bahdanau", data_root: Path | None = None
+) -> DictConfig:
+    """The real composed config, pointed at the tiny corpus and sized to run in seconds.
+
+    Runs that must share a tokenizer share `data_root` (corpus and tokenizer caches).
+    """
+    base = [*tiny_overrides(tmp_path, model, data_root), f"run_dir={tmp_path / 'run'}"]
     register_configs()
     with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base="1.3"):
         return compose("config", overrides=[*base, *overrides])
