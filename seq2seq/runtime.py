@@ -1,8 +1,8 @@
 """Device, precision, threads, seeds and distribution, decided once per process.
 
 DDP is detected from the torchrun environment (RANK, WORLD_SIZE, LOCAL_RANK), else from a
-SLURM task's (SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID, the rendezvous on the first host of
-SLURM_JOB_NODELIST): NCCL on GPUs, gloo on CPUs. Only the main process (rank 0) logs, evaluates
+SLURM task's (SLURM_PROCID, SLURM_STEP_NUM_TASKS, SLURM_LOCALID, the rendezvous on the first host
+of SLURM_JOB_NODELIST): NCCL on GPUs, gloo on CPUs. Only the main process (rank 0) logs, evaluates
 and writes files.
 """
 
@@ -165,16 +165,20 @@ def first_host(nodelist: str) -> str:
 def process_group_env(environ: Mapping[str, str]) -> ProcessGroupEnv:
     """The data-parallel position that `environ` describes.
 
-    torchrun's RANK, WORLD_SIZE and LOCAL_RANK win (also under `srun torchrun`). Else a SLURM
-    task of a step of several (`srun`, or hydra's submitit launcher with one task per GPU):
-    SLURM_PROCID, SLURM_NTASKS and SLURM_LOCALID, with the rendezvous at MASTER_ADDR (default:
-    the first host of SLURM_JOB_NODELIST) and MASTER_PORT (default: 20000 + SLURM_JOB_ID mod
-    20000, so two jobs on one node do not collide). Else one process.
+    torchrun's RANK, WORLD_SIZE and LOCAL_RANK win (also under `srun torchrun`). Else a task
+    of a SLURM step of several (`srun`, or hydra's submitit launcher with one task per GPU):
+    rank SLURM_PROCID of SLURM_STEP_NUM_TASKS, GPU SLURM_LOCALID, with the rendezvous at
+    MASTER_ADDR (default: the first host of SLURM_JOB_NODELIST) and MASTER_PORT (default:
+    20000 + SLURM_JOB_ID mod 20000, so two jobs on one node do not collide). The step's count,
+    which srun sets (and which equals SLURM_NTASKS inside it), not the allocation's
+    SLURM_NTASKS: a batch script also has SLURM_PROCID=0 and SLURM_NTASKS, and a plain
+    `python` there is one process, which would otherwise wait for tasks that never start.
+    Else one process.
     """
     if "RANK" in environ and "WORLD_SIZE" in environ:
         return ProcessGroupEnv(int(environ["RANK"]), int(environ["WORLD_SIZE"]),
                                int(environ.get("LOCAL_RANK", 0)))
-    world_size = int(environ.get("SLURM_NTASKS", 1))
+    world_size = int(environ.get("SLURM_STEP_NUM_TASKS", 1))
     if world_size < 2 or "SLURM_PROCID" not in environ:
         return ProcessGroupEnv()
     addr = environ.get("MASTER_ADDR") or first_host(environ.get("SLURM_JOB_NODELIST", ""))

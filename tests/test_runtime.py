@@ -90,7 +90,8 @@ def test_first_host_of_a_slurm_node_list(nodelist: str, host: str) -> None:
 
 
 def test_a_slurm_task_of_several_joins_a_group_at_the_first_node() -> None:
-    task = {"SLURM_NTASKS": "16", "SLURM_PROCID": "9", "SLURM_LOCALID": "1",
+    task = {"SLURM_STEP_NUM_TASKS": "16", "SLURM_NTASKS": "16", "SLURM_PROCID": "9",
+            "SLURM_LOCALID": "1",
             "SLURM_JOB_NODELIST": "gpu[03-04]", "SLURM_JOB_ID": "123456"}
     assert process_group_env(task) == ProcessGroupEnv(9, 16, 1, "tcp://gpu03:23456")
     explicit = process_group_env({**task, "MASTER_ADDR": "head", "MASTER_PORT": "29400"})
@@ -98,9 +99,11 @@ def test_a_slurm_task_of_several_joins_a_group_at_the_first_node() -> None:
     # torchrun's variables win, also under `srun torchrun`
     torchrun = {**task, "RANK": "3", "WORLD_SIZE": "4", "LOCAL_RANK": "3"}
     assert process_group_env(torchrun) == ProcessGroupEnv(3, 4, 3, None)
-    # one task, or a batch script that is not a task of a step: one process
-    assert process_group_env({**task, "SLURM_NTASKS": "1"}) == ProcessGroupEnv()
-    assert process_group_env({"SLURM_NTASKS": "8"}) == ProcessGroupEnv()
+    # a step of one task, or a batch script (SLURM_PROCID=0 of the allocation's SLURM_NTASKS,
+    # no step of several): one process
+    assert process_group_env({**task, "SLURM_STEP_NUM_TASKS": "1"}) == ProcessGroupEnv()
+    batch_script = {k: v for k, v in task.items() if k != "SLURM_STEP_NUM_TASKS"}
+    assert process_group_env({**batch_script, "SLURM_PROCID": "0"}) == ProcessGroupEnv()
     assert process_group_env({}) == ProcessGroupEnv()
 
 
@@ -122,7 +125,8 @@ def test_two_slurm_tasks_form_one_gloo_group() -> None:
         port = probe.getsockname()[1]
     base = {k: v for k, v in os.environ.items()
             if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR")}
-    base.update(SLURM_NTASKS="2", SLURM_JOB_NODELIST="localhost", SLURM_JOB_ID="1",
+    base.update(SLURM_STEP_NUM_TASKS="2", SLURM_NTASKS="2", SLURM_JOB_NODELIST="localhost",
+                SLURM_JOB_ID="1",
                 MASTER_PORT=str(port))
     tasks = [subprocess.Popen([sys.executable, "-c", SLURM_TASK], cwd=ROOT, text=True,
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE,
