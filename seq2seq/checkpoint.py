@@ -280,7 +280,8 @@ class Checkpointer:
         a new one.
 
         Raises:
-            UserError: an unreadable checkpoint, another tokenizer, weights of another model.
+            UserError: an unreadable checkpoint, an average (no optimizer state), another
+                tokenizer, weights of another model.
         """
         ckpt = load_checkpoint(path, map_location="cpu")
         if "optimizer" not in ckpt:
