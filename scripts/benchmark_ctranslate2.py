@@ -10,12 +10,14 @@ decoded with the checkpoint's decoding settings and beam 5 by `decode_ids` (torc
 `seq2seq.ctranslate2_engine.decode_ids` over exports written by `seq2seq.export` into a
 temporary folder, each engine timed on the whole split once (loading excluded). BLEU is
 sacrebleu's, as the project scores (`seq2seq.evaluation.metrics.score`, the corpus's BLEU
-tokenizer). Prints one line per engine: seconds, sentences/s, BLEU.
+tokenizer). Prints one line per engine: seconds, sentences/s, BLEU, and the share of sentences
+whose best hypothesis is the torch decoder's, token for token (`--json FILE` keeps them).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import tempfile
 import time
 from collections.abc import Callable
@@ -32,7 +34,7 @@ from seq2seq.ctranslate2_engine import load_exported
 from seq2seq.data import load_corpus
 from seq2seq.decoding import Hypothesis
 from seq2seq.evaluation.decode_and_score import decode_ids
-from seq2seq.evaluation.metrics import score
+from seq2seq.evaluation.metrics import bleu_tokenize_for, score
 from seq2seq.export import export_ctranslate2
 from seq2seq.inference import load_for_inference, search_settings
 
@@ -61,6 +63,7 @@ def main() -> None:
                         help="a configs/data name; default: the checkpoint's corpus")
     parser.add_argument("--max-sentences", type=int, default=None,
                         help="decode only the first N sentences of the split")
+    parser.add_argument("--json", type=Path, default=None, help="also write the figures here")
     args = parser.parse_args()
 
     torch.set_num_threads(1)
@@ -88,11 +91,22 @@ def main() -> None:
                 e, split.src_ids, settings))
             rows.append((f"ctranslate2-{quantization}", seconds, found))
 
-    print(f"{'engine':<20} {'seconds':>8} {'sent/s':>8} {'BLEU':>6}")
+    tokenize = bleu_tokenize_for(data.tgt_lang, data.bleu_tokenize)
+    reference = [hyps[0].tokens for hyps in rows[0][2]]
+    print(f"{'engine':<20} {'seconds':>8} {'sent/s':>8} {'BLEU':>6} {'same as torch':>14}")
+    results = []
     for name, seconds, found in rows:
         hypotheses = [loaded.tokenizer.decode_tgt(hyps[0].tokens) for hyps in found]
-        bleu = score(hypotheses, split.tgt_text, tokenize=data.bleu_tokenize).bleu
-        print(f"{name:<20} {seconds:8.3f} {len(split) / seconds:8.2f} {bleu:6.2f}")
+        bleu = score(hypotheses, split.tgt_text, tokenize=tokenize).bleu
+        same = sum(h[0].tokens == r for h, r in zip(found, reference, strict=True))
+        print(f"{name:<20} {seconds:8.3f} {len(split) / seconds:8.2f} {bleu:6.2f} "
+              f"{same / len(split):14.1%}")
+        results.append({"engine": name, "seconds": seconds, "sentences": len(split),
+                        "bleu": bleu, "same_as_torch": same})
+    if args.json is not None:
+        args.json.write_text(json.dumps({"ckpt": str(args.ckpt), "data": data.name,
+                                         "split": args.split, "beam_size": BEAM_SIZE,
+                                         "threads": 1, "results": results}, indent=2))
 
 
 if __name__ == "__main__":
