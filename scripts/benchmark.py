@@ -33,6 +33,13 @@ Figures:
   included) after training and at the end; CUDA, torch.cuda.max_memory_allocated of training
   and of decoding.
 - MFU (CUDA only): see FLOPS_METHOD.
+- `--precisions fp32 bf16 bf16+compile`: every variant trained in each (one subprocess each,
+  `trainer.precision`, and `trainer.compile=true` for +compile), tokens/s side by side in one
+  run; and this CPU's own ceiling on each model's shapes: every matrix product of the model
+  (its Linear layers at a batch's tokens as rows, its RNN weights at a batch's pairs as rows),
+  timed alone in fp32 and in bf16 (`gemm_ceiling`), combined as the time-weighted mean that
+  those products would take together, so the share of the ceiling a training step reaches is
+  FLOPs per token * tokens/s / that ceiling.
 """
 
 from __future__ import annotations
@@ -52,6 +59,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 VARIANTS = ("vanilla", "bahdanau", "luong", "transformer")
 WARMUP_STEPS = 2
+PRECISIONS = ("fp32", "bf16", "bf16+compile")
 
 # Config overrides per preset and variant (composed against configs/, like the CLI). Luong
 # takes the sizes and training of the preset's Bahdanau recipe, restated here: the recipes also
@@ -201,6 +209,44 @@ def attention_flops(model_cfg: Any, rows: int, src_len: int, tgt_len: int) -> fl
     return 3.0 * rows * per_row
 
 
+def matmul_shapes(model: Any, tokens: int, rows: int) -> list[tuple[int, int, int]]:
+    """(M, K, N) of every weight matrix product of a training step, once per weight: a Linear
+    takes a batch's `tokens` as rows, an RNN's input and hidden weights one step's `rows`
+    (pairs of the batch)."""
+    from torch import nn
+
+    shapes = []
+    for module in model.modules():
+        if isinstance(module, nn.Linear):
+            shapes.append((tokens, module.in_features, module.out_features))
+        elif isinstance(module, nn.RNNBase):
+            for name, param in module.named_parameters():
+                if name.startswith("weight_"):
+                    shapes.append((rows, param.shape[1], param.shape[0]))
+    return shapes
+
+
+def gemm_ceiling(shapes: list[tuple[int, int, int]], dtype: str, repeats: int = 5) -> float:
+    """FLOP/s of the products `shapes` run one after another in `dtype` (fp32 | bf16) on this
+    device's CPU threads: total FLOPs over the sum of each shape's median time."""
+    import torch
+
+    kind = torch.float32 if dtype == "fp32" else torch.bfloat16
+    flops = seconds = 0.0
+    for m, k, n in dict.fromkeys(shapes):
+        a, b = torch.randn(m, k, dtype=kind), torch.randn(k, n, dtype=kind)
+        torch.mm(a, b)  # warm the kernel
+        times = []
+        for _ in range(repeats):
+            start = time.perf_counter()
+            torch.mm(a, b)
+            times.append(time.perf_counter() - start)
+        count = shapes.count((m, k, n))
+        flops += count * 2.0 * m * k * n
+        seconds += count * statistics.median(times)
+    return flops / seconds
+
+
 def peak_tflops(device_name: str, override: float | None) -> float | None:
     if override is not None:
         return override
@@ -344,6 +390,11 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
 
         device_name = torch.cuda.get_device_name(rt.device) if cuda else "cpu"
         peak = peak_tflops(device_name, args.peak_tflops) if cuda else None
+        ceiling = {}
+        if not cuda:  # this CPU's own ceiling on the model's shapes (a mean timed batch)
+            mean_tokens = round(tgt_tokens / max(len(timed), 1))
+            shapes = matmul_shapes(parts.model, mean_tokens, round(len(split) / len(epoch)))
+            ceiling = {dtype: gemm_ceiling(shapes, dtype) for dtype in ("fp32", "bf16")}
         return {
             "variant": variant,
             "model": cfg.model.name,
@@ -368,6 +419,10 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
             "flops_per_tgt_token": flops_per_token,
             "peak_tflops": peak,
             "mfu": flops_per_token * tokens_per_s / (peak * 1e12) if peak else None,
+            "compile": bool(t.compile),
+            "cpu_gemm_ceiling_flops": ceiling,
+            "cpu_ceiling_share": (flops_per_token * tokens_per_s / ceiling[
+                "bf16" if rt.precision == "bf16" else "fp32"]) if ceiling else None,
             "decode_sentences": len(src_ids),
             "decode": decode,
             "checkpoint": str(checkpoint) if checkpoint else None,
@@ -378,7 +433,13 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
 
 
 # ---- the driver: one subprocess per variant, a table, a JSON file -------------------------------
-def run_variant(variant: str, args: argparse.Namespace) -> dict[str, Any]:
+def run_variant(variant: str, args: argparse.Namespace, precision: str | None = None
+                ) -> dict[str, Any]:
+    """Measure `variant` in a subprocess; `precision` (of PRECISIONS) overrides the config's."""
+    overrides = list(args.overrides)
+    if precision is not None:
+        overrides += [f"trainer.precision={precision.removesuffix('+compile')}",
+                      f"trainer.compile={str(precision.endswith('+compile')).lower()}"]
     with tempfile.TemporaryDirectory(prefix="benchmark-") as tmp:
         out = Path(tmp) / "result.json"
         command = [
@@ -394,13 +455,15 @@ def run_variant(variant: str, args: argparse.Namespace) -> dict[str, Any]:
             command += ["--peak-tflops", str(args.peak_tflops)]
         if args.src_lengths:
             command += ["--src-lengths", *(f"{low}-{high}" for low, high in args.src_lengths)]
-        command += ["--", *args.overrides]
-        print(f"== {variant}", file=sys.stderr, flush=True)
+        command += ["--", *overrides]
+        print(f"== {variant}" + (f" {precision}" if precision else ""), file=sys.stderr,
+              flush=True)
         # The worker's progress lines go to stderr: stdout is kept for the table.
         proc = subprocess.run(command, cwd=ROOT, stdout=sys.stderr, env=os.environ.copy())
         if proc.returncode != 0 or not out.is_file():
-            return {"variant": variant, "error": f"worker exited with status {proc.returncode}"}
-        return json.loads(out.read_text())
+            return {"variant": variant, "precision_asked": precision,
+                    "error": f"worker exited with status {proc.returncode}"}
+        return {**json.loads(out.read_text()), "precision_asked": precision}
 
 
 def percent(value: float | None) -> str:
@@ -427,6 +490,36 @@ def table(results: list[dict[str, Any]]) -> str:
             f"| {greedy['seconds']:.2f} | {beam['seconds']:.2f} "
             f"| {greedy['mean_hyp_len']:.1f} / {beam['mean_hyp_len']:.1f} |"
         )
+    return "\n".join(lines)
+
+
+def precision_table(results: list[dict[str, Any]], precisions: list[str]) -> str:
+    """Train tokens/s of each variant in each precision (and against fp32), this CPU's GEMM
+    ceiling on its shapes, its FLOPs per token and the share of the ceiling each reaches."""
+    lines = ["| variant | " + " | ".join(f"{p} tokens/s" for p in precisions)
+             + " | GEMM ceiling fp32 / bf16 (GFLOP/s) | MFLOPs / token | share of ceiling |",
+             "|---|" + "---|" * (len(precisions) + 3)]
+    for variant in dict.fromkeys(r["variant"] for r in results):
+        runs = {r["precision_asked"]: r for r in results if r["variant"] == variant}
+        base = runs.get("fp32", {}).get("train_tokens_per_s")
+        cells, shares = [], []
+        for p in precisions:
+            r = runs.get(p, {})
+            if "train_tokens_per_s" not in r:
+                cells.append(r.get("error", "–"))
+                continue
+            rate = r["train_tokens_per_s"]
+            cells.append(f"{rate:,.0f}" + (f" ({rate / base:.2f}x)" if base and p != "fp32"
+                                            else ""))
+            if r.get("cpu_ceiling_share") is not None:
+                shares.append(f"{p} {r['cpu_ceiling_share']:.1%}")
+        any_run = next((r for r in runs.values() if "train_tokens_per_s" in r), None)
+        ceiling = any_run.get("cpu_gemm_ceiling_flops") if any_run else None
+        lines.append(f"| {variant} | " + " | ".join(cells) + " | "
+                     + (f"{ceiling['fp32'] / 1e9:,.0f} / {ceiling['bf16'] / 1e9:,.0f}"
+                        if ceiling else "–") + " | "
+                     + (f"{any_run['flops_per_tgt_token'] / 1e6:,.1f}" if any_run else "–")
+                     + " | " + ", ".join(shares) + " |")
     return "\n".join(lines)
 
 
@@ -478,6 +571,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         metavar="LOW-HIGH", help="also time training on the batches of each "
                         "range of source lengths in pieces (e.g. 1-15 16-30 31-60 61-256)")
     parser.add_argument("--json", type=Path, default=None, help="write the results here")
+    parser.add_argument("--precisions", nargs="+", choices=PRECISIONS, default=None,
+                        help="train each variant in each of these, side by side")
     parser.add_argument("--worker", choices=VARIANTS, help=argparse.SUPPRESS)
     parser.add_argument("--worker-out", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("overrides", nargs="*", help="Hydra overrides for every variant")
@@ -500,7 +595,9 @@ def main(argv: list[str] | None = None) -> int:
         args.worker_out.write_text(json.dumps(result, indent=2))
         return 0
 
-    results = [run_variant(variant, args) for variant in args.variants]
+    precisions = args.precisions or [None]
+    results = [run_variant(variant, args, precision) for variant in args.variants
+               for precision in precisions]
     done = [r for r in results if "error" not in r]
     print(f"\n## Benchmark, preset {args.preset}: {args.steps} timed steps x {args.repeats} "
           f"repeats (medians)")
@@ -512,6 +609,11 @@ def main(argv: list[str] | None = None) -> int:
               f"{', '.join(sorted({r['test_set'] for r in done}))}\n")
     print(table(results))
     print()
+    if args.precisions:
+        print("train tokens/s by precision (against fp32), the CPU's GEMM ceiling on each "
+              "model's shapes, and the share of it reached:\n")
+        print(precision_table(results, args.precisions))
+        print()
     by_length = length_table(results)
     if by_length:
         print("train tokens/s by source length (pieces), and against the shortest range:\n")
@@ -532,7 +634,8 @@ def main(argv: list[str] | None = None) -> int:
             "warmup_steps": WARMUP_STEPS,
             "random_weights": args.checkpoint_dir is None,
             "flops_method": FLOPS_METHOD,
-            "results": {r["variant"]: r for r in results},
+            "results": ({r["variant"]: r for r in results} if not args.precisions else
+                        results),
         }, indent=2))
         print(f"wrote {args.json}")
     return 0 if len(done) == len(results) else 1

@@ -77,3 +77,37 @@ def test_batches_in_range_pick_by_mean_source_length(benchmark) -> None:
     for bad in ("30-16", "0-5", "16", "a-b"):
         with pytest.raises(argparse.ArgumentTypeError):
             benchmark.length_range(bad)
+
+
+def test_matmul_shapes_and_the_cpu_gemm_ceiling(benchmark) -> None:
+    from torch import nn
+
+    model = nn.Sequential(nn.Linear(8, 16), nn.GRU(16, 4), nn.Linear(4, 8, bias=False))
+    # Linear layers at the batch's tokens, the GRU's input and hidden weights at its rows
+    assert benchmark.matmul_shapes(model, tokens=50, rows=5) == [
+        (50, 8, 16), (5, 16, 12), (5, 4, 12), (50, 4, 8)]
+    shapes = [(64, 64, 64), (64, 64, 64), (32, 128, 16)]
+    for dtype in ("fp32", "bf16"):
+        assert 1e6 < benchmark.gemm_ceiling(shapes, dtype, repeats=3) < 1e14  # FLOP/s
+
+
+@pytest.mark.slow
+def test_benchmark_trains_each_variant_in_each_precision(benchmark, tmp_path: Path) -> None:
+    out = tmp_path / "bench.json"
+    code = benchmark.main([
+        "--variants", "vanilla", "--steps", "2", "--repeats", "1", "--device", "cpu",
+        "--decode-sentences", "2", "--precisions", "fp32", "bf16", "--json", str(out), "--",
+        *corpus_overrides(tmp_path / "data"), "model.emb_dim=16", "model.hidden_size=32",
+        "trainer.batch_tokens=256", "trainer.threads=1",
+    ])
+    assert code == 0
+    results = json.loads(out.read_text())["results"]
+    assert [(r["variant"], r["precision_asked"], r["precision"]) for r in results] == [
+        ("vanilla", "fp32", "fp32"), ("vanilla", "bf16", "bf16")]
+    for r in results:
+        ceiling = r["cpu_gemm_ceiling_flops"]
+        assert ceiling["fp32"] > 0 and ceiling["bf16"] > 0 and r["flops_per_tgt_token"] > 0
+        assert r["cpu_ceiling_share"] == pytest.approx(
+            r["flops_per_tgt_token"] * r["train_tokens_per_s"] / ceiling[r["precision"]])
+    table = benchmark.precision_table(results, ["fp32", "bf16"])
+    assert table.splitlines()[2].startswith("| vanilla | ") and "x) |" in table
