@@ -23,7 +23,7 @@ from seq2seq.config import register_configs
 from seq2seq.corpus import SPLITS, encode_split
 from seq2seq.data import data_root, load_corpus
 from seq2seq.errors import UserError, exit_on_user_error
-from seq2seq.evaluation.decode_and_score import choose_head, decode_and_score
+from seq2seq.evaluation.decode_and_score import choose_best, decode_and_score
 from seq2seq.evaluation.hypotheses import write_hypotheses
 from seq2seq.evaluation.metrics import bleu_by_length, bleu_tokenize_for
 from seq2seq.inference import load_for_inference, resolve_device, search_settings
@@ -90,18 +90,18 @@ def evaluate(
         links=None if links is None or split not in links else links[split],
     )
     seconds = time.monotonic() - start
-    head = None  # the Transformer's best head: chosen on validation for the other splits
+    chosen = None  # the Transformer's best head and Shift-Att layer: chosen on validation
     if links is not None and split != "validation" and result.alignment is not None \
             and result.alignment.heads:
-        head = choose_head(loaded.model, loaded.tokenizer, encoded["validation"],
-                           links["validation"], loaded.device)
+        chosen = choose_best(loaded.model, loaded.tokenizer, encoded["validation"],
+                             links["validation"], loaded.device)
     run_dir = loaded.checkpoint.parent.parent
     hyp_path = Path(output) if output is not None else (
         run_dir / f"{split}.beam{settings.beam_size}.hyp"
     )
     json_path = metrics_path(hyp_path)
     metrics = {
-        **result.summary(head),
+        **result.summary(chosen),
         "split": split,
         "data": cfg.data.name,
         "test_set": cfg.data.test_set if split == "test" else f"{cfg.data.name} {split}",
@@ -168,6 +168,11 @@ def alignment_lines(report: dict[str, Any] | None) -> list[str]:
         layers = ", ".join(f"{row['aer']:.3f}" for row in report["layers"])
         lines.append(f"  best head (chosen on {best['chosen_on']}): layer {best['layer']} head "
                      f"{best['head']} {figures(best)}; per-layer mean AER {layers}")
+    if report.get("shift_att") is not None:
+        shift = report["shift_att"]
+        layers = ", ".join(f"{row['aer']:.3f}" for row in shift["layers"])
+        lines.append(f"  Shift-Att (layer chosen on {shift['chosen_on']}): layer {shift['layer']} "
+                     f"{figures(shift)}; per-layer AER {layers}")
     return lines
 
 

@@ -12,11 +12,13 @@ import torch
 from seq2seq.alignment import Links, reference_links, symmetrize, word_spans, words
 from seq2seq.evaluation.aer import (
     Counts,
+    SplitAlignment,
     WordPair,
     diagonal,
     hard_alignment,
     piece_words,
     sentence_counts,
+    shift_att,
     word_attention,
 )
 from tests.tiny import pairs
@@ -110,6 +112,80 @@ def test_the_two_baselines() -> None:
                              list("abcd"), list("wxyz"))
     assert counts.summary()["aer"] == pytest.approx(1 - 4 / 8)
     assert counts.summary(with_mass=False).keys() >= {"aer", "sure_accuracy", "copy_accuracy"}
+
+
+def peaked_rows(columns: list[int], size: int, weight: float = 0.7) -> torch.Tensor:
+    """(len(columns), size) attention: row t puts `weight` on columns[t], the rest evenly."""
+    rows = torch.full((len(columns), size), (1 - weight) / (size - 1))
+    rows[torch.arange(len(columns)), columns] = weight
+    return rows
+
+
+# "a b c" -> "x y z", one piece a word, word i <-> word i; rows and columns end with EOS (3)
+ABC = WordPair.of("a b c", "x y z", [(0, 1), (1, 3), (3, 5)], [(0, 1), (1, 3), (3, 5)],
+                  links({(0, 0), (1, 1), (2, 2)}))
+PREDICTING = peaked_rows([0, 1, 2, 3], 4)  # the step predicting word t looks at source t
+READING = peaked_rows([3, 0, 1, 2], 4)  # the step reading word t (step t + 1) looks at it
+UNIFORM = torch.full((4, 4), 0.25)
+
+
+def transformer_split(*layers: torch.Tensor) -> SplitAlignment:
+    """ABC counted with one (T, S) pattern a layer, each layer's heads that pattern and uniform
+    attention; the model's attention is the last layer's mean over heads."""
+    heads = torch.stack([torch.stack([pattern, UNIFORM]) for pattern in layers])  # (L,2,T,S)
+    split = SplitAlignment(Counts(), Counts(), Counts())
+    split.add(ABC, heads[-1].mean(dim=0), heads)
+    return split
+
+
+def test_shift_att_reads_the_row_of_the_step_that_reads_the_word() -> None:
+    shifted = shift_att(READING)
+    assert torch.equal(shifted[:3], READING[1:]) and torch.equal(shifted[3], torch.zeros(4))
+    assert hard_alignment(ABC.word_attention(READING)).tolist() == [-1, 0, 1]  # one late
+    assert hard_alignment(ABC.word_attention(shifted)).tolist() == [0, 1, 2]
+    # a word of two pieces x|y: its row is the mean of the two rows after its pieces' own
+    two = WordPair.of("a b", "xy", [(0, 1), (1, 3)], [(0, 1), (1, 2)], links({(0, 0)}))
+    attn = torch.tensor([[0.6, 0.3, 0.1], [0.2, 0.7, 0.1], [0.1, 0.1, 0.8]])  # (T=2+EOS, S)
+    torch.testing.assert_close(two.word_attention(shift_att(attn)), (attn[1:2] + attn[2:]) / 2)
+    torch.testing.assert_close(two.word_attention(attn), (attn[:1] + attn[1:2]) / 2)
+    # leading (layer, head) dimensions pass through
+    assert shift_att(READING.expand(2, 3, 4, 4)).shape == (2, 3, 4, 4)
+
+
+def test_aer_per_layer_for_both_readings() -> None:
+    """Layer 0 looks at the source word while predicting the target word, layer 1 while
+    reading it: today's reading scores layer 0 perfect and Shift-Att layer 1.
+    Layer 0 shifted links x -> b, y -> c and z to EOS: A = {(1,0), (2,1)}, no sure link, so
+    AER = 1 - 0 / (2 + 3) = 1; layer 1 read today links x to EOS, y -> a, z -> b: AER 1 too."""
+    report = transformer_split(PREDICTING, READING).report()
+    assert [row["aer"] for row in report["layers"]] == [0.0, 1.0]
+    assert [row["aer"] for row in report["shift_att"]["layers"]] == [1.0, 0.0]
+    assert [row["sure_accuracy"] for row in report["shift_att"]["layers"]] == [0.0, 1.0]
+    shift = report["shift_att"]
+    assert (shift["layer"], shift["aer"], shift["chosen_on"]) == (1, 0.0, "this split")
+    assert report["aer"] == 1.0  # the model's figure stays the last layer read today
+    assert report["best_head"]["layer"] == 0 and report["best_head"]["aer"] == 0.0
+
+
+def test_the_shift_att_layer_is_chosen_on_validation_and_reported_on_test() -> None:
+    validation = transformer_split(PREDICTING, READING)  # Shift-Att prefers layer 1
+    test = transformer_split(READING, PREDICTING)  # ... and here layer 0
+    assert validation.best_shift_layer() == 1 and test.best_shift_layer() == 0
+    report = test.report(validation.choose())
+    shift = report["shift_att"]
+    assert (shift["layer"], shift["chosen_on"]) == (1, "validation")
+    assert shift["aer"] == 1.0 == shift["layers"][1]["aer"]  # test's figure of that layer
+    assert report["best_head"]["layer"] == 0 and report["best_head"]["chosen_on"] == "validation"
+    assert test.report()["shift_att"]["layer"] == 0  # chosen on test itself it would differ
+
+
+def test_attention_without_layers_has_no_shift_att() -> None:
+    """The RNNs' attention is one (T, S) matrix, not per layer: Shift-Att is reported absent."""
+    split = SplitAlignment(Counts(), Counts(), Counts())
+    split.add(ABC, PREDICTING)
+    report = split.report()
+    assert report["shift_att"] is None and "layers" not in report and report["aer"] == 0.0
+    assert split.best_shift_layer() is None
 
 
 def test_copy_words_are_reference_words_equal_to_exactly_one_source_word() -> None:

@@ -285,4 +285,7 @@ def test_evaluate_reproduces_the_per_head_alignment_of_training(transformer_run:
     ours, theirs = metrics["alignment"], trained["alignment"]
     assert ours["best_head"]["chosen_on"] == theirs["best_head"]["chosen_on"] == "validation"
     assert ours["best_head"]["sure_words"] == theirs["best_head"]["sure_words"] > 0
+    assert ours["shift_att"]["chosen_on"] == theirs["shift_att"]["chosen_on"] == "validation"
+    printed = proc.stdout.decode()
+    assert f"Shift-Att (layer chosen on validation): layer {ours['shift_att']['layer']} " in printed
     assert same_figures(ours, theirs)

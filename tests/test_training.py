@@ -24,12 +24,14 @@ from seq2seq.checkpoint import Progress, load_checkpoint, save_checkpoint
 from seq2seq.corpus import prepare_data
 from seq2seq.errors import UserError
 from seq2seq.evaluation.hypotheses import read_hypotheses
+from seq2seq.inference import load_for_inference
 from seq2seq.runtime import Runtime, setup_runtime
 from seq2seq.train import main as train_entry_point
 from seq2seq.training import update as update_module
 from seq2seq.training.loop import train
 from seq2seq.training.setup import build_parts
 from seq2seq.training.train_log import TrainLog
+from seq2seq.training.validation import reference_probe
 from tests.tiny import tiny_config
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -73,6 +75,30 @@ def test_train_writes_the_run_folder(tmp_path: Path, model: str) -> None:
         assert {"valid/aer_best_head", "valid/aer_layer0"} <= scalars
         assert alignment["best_head"]["chosen_on"] == "validation"
         assert len(alignment["heads"]) == len(alignment["layers"]) == 1  # one tiny layer
+        shift = alignment["shift_att"]  # the layer's Shift-Att, chosen on validation
+        assert (shift["layer"], shift["chosen_on"], len(shift["layers"])) == (0, "validation", 1)
+        assert 0 <= shift["aer"] <= 1 and shift["sure_words"] == alignment["sure_words"]
+        assert {"valid/aer_shift_att", "valid/aer_shift_att_layer0",
+                "probe_shift_att/Jane->Jane"} <= scalars
+        assert all(0 <= row["valid_aer_shift_att"] <= 1 for row in saved["history"])
+        assert len(events.Images("attention/probe_0_reference_shift_att")) == 2
+    else:  # the RNNs' attention is not per layer: no Shift-Att, and no error
+        assert alignment["shift_att"] is None
+        assert not any("shift_att" in tag for tag in scalars)
+        assert "valid_aer_shift_att" not in saved["history"][-1]
+    loaded = load_for_inference(run / "checkpoints" / "best.pt", "cpu")
+    for layer, reading in ((None, "cross-attention, step predicting the word"),
+                           (0, "Shift-Att, layer 0")):
+        found = reference_probe(loaded.model, loaded.tokenizer, "Jane ging in den Laden.",
+                                "Jane went to the store.", [["Jane", "Jane"]], loaded.device,
+                                150, layer)
+        if found is None:  # an RNN has no Shift-Att reading
+            assert model != "transformer" and layer is not None
+            continue
+        fig, probe_weights = found
+        assert fig._suptitle.get_text().startswith(f"step 150, teacher-forced, {reading}: "
+                                                    "Jane→Jane 0.")
+        assert 0 <= probe_weights["Jane", "Jane"] <= 1
 
 
 def weights(path: Path) -> dict[str, torch.Tensor]:

@@ -18,6 +18,13 @@ reference links:
 The baselines link target word t of T to source word round(t * S / T) (the diagonal) and to the
 word after it (the diagonal shifted by one), scored on the same words.
 
+Two readings of a Transformer's cross-attention, each per decoder layer (mean over heads):
+the row of the step that predicts target piece t (the reading of the RNNs, and of the
+heatmaps), and Shift-Att (Chen et al. 2020), the row of the step that reads piece t as its
+input, one step later. Both go through the same piece-to-word aggregation and argmax rule;
+the best head and the best Shift-Att layer are chosen on one split (validation) and reported
+on another (test).
+
 Shapes: T target pieces and S source pieces, each with its EOS; Tw, Sw words; L layers, H heads.
 """
 
@@ -79,6 +86,14 @@ def hard_alignment(word_attn: Tensor) -> Tensor:
     best, first, second = top.indices[..., 0], top.values[..., 0], top.values[..., 1]
     linked = (best != eos) & (first - second > TIE * first.abs().clamp(min=1e-12))
     return torch.where(linked, best, torch.full_like(best, -1))
+
+
+def shift_att(attn: Tensor) -> Tensor:
+    """Shift-Att: piece attention (..., T, S) -> (..., T, S) whose row t is row t + 1, the step
+    that reads target piece t as its input (teacher forcing feeds BOS, piece 0, piece 1, ...).
+    The last row, the target EOS, is never read: it becomes zeros, and `word_attention`
+    drops it."""
+    return torch.cat([attn[..., 1:, :], torch.zeros_like(attn[..., :1, :])], dim=-2)
 
 
 def diagonal(n_tgt: int, n_src: int, shift: int = 0) -> Tensor:
@@ -184,45 +199,97 @@ class WordPair:
         return sentence_counts(aligned, self.links, self.src, self.tgt, word_attn)
 
 
+def lowest_aer(scored: list[tuple[Counts, tuple[int, ...]]]) -> tuple[int, ...] | None:
+    """The key of the counts with the lowest AER (the first on a tie); None if none has one."""
+    known = [(aer, key) for counts, key in scored
+             if (aer := counts.summary()["aer"]) is not None]
+    return min(known)[1] if known else None
+
+
+@dataclass(frozen=True)
+class Chosen:
+    """The Transformer's best head and best Shift-Att layer, chosen on one split (validation)
+    to be reported on another (test)."""
+
+    head: tuple[int, int] | None
+    shift_layer: int | None
+
+
 @dataclass
 class SplitAlignment:
     """The counts of a split: the model's attention (for the Transformer, the last layer
-    averaged over heads, as its heatmaps show), each layer's mean and each head, the baselines."""
+    averaged over heads, as its heatmaps show), each layer's mean and each head, each layer's
+    Shift-Att, the baselines."""
 
     model: Counts
     diagonal: Counts
     shifted: Counts
     layers: list[Counts] | None = None  # (L,)
     heads: list[list[Counts]] | None = None  # (L, H)
+    shift_layers: list[Counts] | None = None  # (L,) Shift-Att, each layer's mean over heads
     skipped: int = 0  # pairs cut to the maximum length, not scored
+
+    def add(self, pair: WordPair, attn: Tensor, heads: Tensor | None = None) -> None:
+        """Count one sentence pair: its attention (T, S) over pieces and EOS and, for the
+        Transformer, every layer's and head's (L, H, T, S); the baselines on its words."""
+        self.model += pair.counts(pair.word_attention(attn))
+        n_tgt, n_src = len(pair.tgt), len(pair.src)
+        self.diagonal += pair.counts(aligned=diagonal(n_tgt, n_src))
+        self.shifted += pair.counts(aligned=diagonal(n_tgt, n_src, shift=1))
+        if heads is None:
+            return
+        word_heads = pair.word_attention(heads)  # (L, H, Tw, Sw + 1)
+        word_shifted = pair.word_attention(shift_att(heads.mean(dim=1)))  # (L, Tw, Sw + 1)
+        num_layers, num_heads = word_heads.shape[:2]
+        if self.layers is None or self.heads is None or self.shift_layers is None:
+            self.layers = [Counts() for _ in range(num_layers)]
+            self.heads = [[Counts() for _ in range(num_heads)] for _ in range(num_layers)]
+            self.shift_layers = [Counts() for _ in range(num_layers)]
+        for layer in range(num_layers):
+            self.layers[layer] += pair.counts(word_heads[layer].mean(dim=0))
+            self.shift_layers[layer] += pair.counts(word_shifted[layer])
+            for head in range(num_heads):
+                self.heads[layer][head] += pair.counts(word_heads[layer, head])
 
     def best_head(self) -> tuple[int, int] | None:
         """The (layer, head) with the lowest AER (the first on a tie); None without heads."""
-        if not self.heads:
-            return None
-        scored = [(c.summary()["aer"], layer, head) for layer, row in enumerate(self.heads)
-                  for head, c in enumerate(row)]
-        known = [item for item in scored if item[0] is not None]
-        return min(known)[1:] if known else None  # type: ignore[return-value]
+        found = lowest_aer([(c, (layer, head)) for layer, row in enumerate(self.heads or [])
+                            for head, c in enumerate(row)])
+        return None if found is None else (found[0], found[1])
 
-    def report(self, head: tuple[int, int] | None = None) -> dict:
-        """Every figure as plain data. `head`: the head to report as best (chosen on another
-        split, e.g. validation for test); None chooses it on this split."""
+    def best_shift_layer(self) -> int | None:
+        """The layer whose Shift-Att has the lowest AER (the first on a tie); None without."""
+        found = lowest_aer([(c, (layer,)) for layer, c in enumerate(self.shift_layers or [])])
+        return None if found is None else found[0]
+
+    def choose(self) -> Chosen:
+        """The best head and Shift-Att layer of this split, to report on another."""
+        return Chosen(self.best_head(), self.best_shift_layer())
+
+    def report(self, chosen: Chosen | None = None) -> dict:
+        """Every figure as plain data. `chosen`: the head and Shift-Att layer to report as best
+        (chosen on another split, e.g. validation for test); None chooses them on this split.
+        "shift_att" is None for a model without per-layer attention (the RNNs)."""
+        picked = chosen if chosen is not None else self.choose()
+        chosen_on = "this split" if chosen is None else "validation"
         result: dict = {
             **self.model.summary(),
             "baselines": {"diagonal": self.diagonal.summary(with_mass=False),
                           "diagonal_shifted": self.shifted.summary(with_mass=False)},
             "skipped_pairs": self.skipped,
+            "shift_att": None,
         }
         if self.layers is not None and self.heads is not None:
             result["layers"] = [c.summary() for c in self.layers]
             result["heads"] = [[c.summary() for c in row] for row in self.heads]
-            chosen = head if head is not None else self.best_head()
-            if chosen is not None:
-                layer, index = chosen
-                result["best_head"] = {"layer": layer, "head": index,
-                                       "chosen_on": "this split" if head is None else "validation",
+            if picked.head is not None:
+                layer, index = picked.head
+                result["best_head"] = {"layer": layer, "head": index, "chosen_on": chosen_on,
                                        **self.heads[layer][index].summary()}
+        if self.shift_layers is not None and picked.shift_layer is not None:
+            result["shift_att"] = {"layer": picked.shift_layer, "chosen_on": chosen_on,
+                                   **self.shift_layers[picked.shift_layer].summary(),
+                                   "layers": [c.summary() for c in self.shift_layers]}
         return result
 
 
@@ -262,35 +329,30 @@ def score_alignment(
             if not pair.src or not pair.tgt:
                 continue
             s_len, t_len = len(src_ids[i]) + 1, len(tgt_ids[i]) + 1  # EOS included
-            result.model += pair.counts(pair.word_attention(attn[b, :t_len, :s_len]))
-            n_tgt, n_src = len(pair.tgt), len(pair.src)
-            result.diagonal += pair.counts(aligned=diagonal(n_tgt, n_src))
-            result.shifted += pair.counts(aligned=diagonal(n_tgt, n_src, shift=1))
-            if heads is None:
-                continue
-            word_heads = pair.word_attention(heads[:, b, :, :t_len, :s_len])  # (L, H, Tw, Sw+1)
-            num_layers, num_heads = word_heads.shape[:2]
-            if result.layers is None or result.heads is None:
-                result.layers = [Counts() for _ in range(num_layers)]
-                result.heads = [[Counts() for _ in range(num_heads)] for _ in range(num_layers)]
-            for layer in range(num_layers):
-                result.layers[layer] += pair.counts(word_heads[layer].mean(dim=0))
-                for head in range(num_heads):
-                    result.heads[layer][head] += pair.counts(word_heads[layer, head])
+            result.add(pair, attn[b, :t_len, :s_len],
+                       None if heads is None else heads[:, b, :, :t_len, :s_len])
     return result
 
 
 def probe_alignment(
     model: nn.Module, tokenizer: Tokenizer, src_text: str, tgt_text: str,
-    device: torch.device,
+    device: torch.device, shift_layer: int | None = None,
 ) -> tuple[Tensor, list[str], list[str]] | None:
     """The probe sentence teacher-forced on its reference, at word level: (Tw, Sw + 1) word
     attention, the source words (and EOS) and the target words; None without attention.
-    The caller runs the model in eval mode."""
+
+    `shift_layer`: None reads the attention as the metric's "aer" does (the step predicting
+    each word; the Transformer's last layer, mean over heads); a layer reads that layer's
+    Shift-Att (mean over heads), None for a model without per-layer attention. The caller
+    runs the model in eval mode."""
     src_ids, tgt_ids = tokenizer.encode_src([src_text])[0], tokenizer.encode_tgt([tgt_text])[0]
     batch = collate([src_ids], [tgt_ids], [0]).to(device)
     with torch.inference_mode():
-        _, attn = model(batch.src, batch.src_mask, batch.tgt_in, need_attn=True)  # (1, T, S)
+        if shift_layer is None:
+            _, attn = model(batch.src, batch.src_mask, batch.tgt_in, need_attn=True)  # (1,T,S)
+        else:
+            heads = model.cross_attention(batch.src, batch.src_mask, batch.tgt_in)  # (L,1,H,T,S)
+            attn = None if heads is None else shift_att(heads[shift_layer].mean(dim=1))
     if attn is None:
         return None
     pair = WordPair.of(src_text, tgt_text, tokenizer.src_spans([src_text])[0],

@@ -15,7 +15,7 @@ from torch import nn
 from seq2seq.alignment import Links
 from seq2seq.corpus import EncodedSplit
 from seq2seq.decoding import DecodeSettings, Hypothesis, translate_batches
-from seq2seq.evaluation.aer import SplitAlignment, score_alignment
+from seq2seq.evaluation.aer import Chosen, SplitAlignment, score_alignment
 from seq2seq.evaluation.metrics import Scores, score
 from seq2seq.tokenization import EOS_ID, Tokenizer
 
@@ -29,10 +29,11 @@ class SplitResult:
     nbest: list[list[Hypothesis]]
     alignment: SplitAlignment | None = None  # attention against the reference links
 
-    def summary(self, head: tuple[int, int] | None = None) -> dict[str, Any]:
-        """The scores and, with reference links, the attention alignment (`head`: the
-        Transformer head chosen on validation; None chooses on this split)."""
-        alignment = None if self.alignment is None else self.alignment.report(head)
+    def summary(self, chosen: Chosen | None = None) -> dict[str, Any]:
+        """The scores and, with reference links, the attention alignment (`chosen`: the
+        Transformer's head and Shift-Att layer chosen on validation; None chooses on this
+        split)."""
+        alignment = None if self.alignment is None else self.alignment.report(chosen)
         return {**self.scores.as_dict(), "alignment": alignment}
 
 
@@ -89,13 +90,14 @@ def decode_and_score(
     return SplitResult(hypotheses, split.tgt_text, split.src_text, scores, nbest, alignment)
 
 
-def choose_head(
+def choose_best(
     model: nn.Module, tokenizer: Tokenizer, split: EncodedSplit, links: list[Links],
     device: torch.device,
-) -> tuple[int, int] | None:
-    """The (layer, head) whose attention agrees best with `links` on `split` (lowest AER),
-    teacher-forced; None for a model without heads. Chosen on validation, reported on test."""
+) -> Chosen | None:
+    """The (layer, head) and the Shift-Att layer whose attention agrees best with `links` on
+    `split` (lowest AER), teacher-forced; None for a model without attention. Chosen on
+    validation, reported on test."""
     with eval_mode(model):
         found = score_alignment(model, tokenizer, split.src_text, split.tgt_text, split.src_ids,
                                 split.tgt_ids, links, device)
-    return None if found is None else found.best_head()
+    return None if found is None else found.choose()

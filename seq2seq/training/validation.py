@@ -3,8 +3,9 @@
 Validation measures the loss, BLEU, chrF and the attention's agreement with word alignments
 (AER, `seq2seq.evaluation.aer`) on the validation split and shows a few samples and the probe
 sentences' attention heatmaps in TensorBoard, the first probe also teacher-forced on its
-reference at word level. The final test decodes the test split with beam search, scores it
-and writes the hypotheses; the Transformer's best head is chosen on validation.
+reference at word level (for the Transformer also read the Shift-Att way). The final test
+decodes the test split with beam search, scores it and writes the hypotheses; the
+Transformer's best head and Shift-Att layer are chosen on validation.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from matplotlib.figure import Figure
 from torch import nn
 from torch.utils.tensorboard import SummaryWriter
 
@@ -26,14 +28,14 @@ from seq2seq.data.batching import collate, token_batches
 from seq2seq.decoding import DecodeSettings
 from seq2seq.evaluation.aer import probe_alignment
 from seq2seq.evaluation.decode_and_score import (
-    choose_head,
+    choose_best,
     decode_and_score,
     decode_ids,
     eval_mode,
 )
 from seq2seq.evaluation.hypotheses import write_hypotheses
 from seq2seq.runtime import Runtime, release_freed_memory
-from seq2seq.tokenization import EOS_ID, PAD_ID
+from seq2seq.tokenization import EOS_ID, PAD_ID, Tokenizer
 from seq2seq.training.loss import token_losses
 from seq2seq.visualization import attention_heatmap, head_grid
 
@@ -132,8 +134,10 @@ class Validator:
             "valid_bleu": result.scores.bleu,
             "valid_chrf": result.scores.chrf,
         }
+        shift_layer = None  # the Transformer's best Shift-Att layer on this validation
         if result.alignment is not None:
             row.update(alignment_row(result.summary()["alignment"]))
+            shift_layer = result.alignment.best_shift_layer()
         if self.writer is not None:
             for key, value in row.items():
                 if key.startswith("valid_") and value is not None:
@@ -146,17 +150,18 @@ class Validator:
             )
             self.writer.add_text("samples", "| source | reference | hypothesis |\n|---|---|---|\n"
                                  + samples, step)
-            self.log_probe(step)
+            self.log_probe(step, shift_layer)
         return row
 
     @torch.inference_mode()
-    def log_probe(self, step: int) -> None:
+    def log_probe(self, step: int, shift_layer: int | None = None) -> None:
         """Translate the probe sentences greedily; their attention heatmaps (and, for the
-        Transformer, the last layer's heads) go to TensorBoard."""
+        Transformer, the last layer's heads) go to TensorBoard. `shift_layer`: the layer whose
+        Shift-Att the teacher-forced probe is also drawn with; None: not drawn."""
         if not self.probe or self.writer is None:
             return
         if self.probe_reference is not None:
-            self.log_probe_alignment(step)
+            self.log_probe_alignment(step, shift_layer)
         tok = self.data.tokenizer
         split = encode_split(tok, self.probe, [""] * len(self.probe), 10_000, 10_000)
         eos = tok.tgt_pieces([EOS_ID])[0]
@@ -181,25 +186,26 @@ class Validator:
                                     title=f"step {step}: last layer, per head")
                     self.writer.add_figure(f"attention_heads/probe_{i}", fig, step)
 
-    def log_probe_alignment(self, step: int) -> None:
+    def log_probe_alignment(self, step: int, shift_layer: int | None = None) -> None:
         """The first probe sentence teacher-forced on its reference at word level: a heatmap
-        with the weight of each `probe_words` pair on it, and those weights as scalars."""
+        with the weight of each `probe_words` pair on it, and those weights as scalars; with
+        `shift_layer`, the same for that layer's Shift-Att (`probe_shift_att/...`)."""
         assert self.writer is not None and self.probe_reference is not None
-        with eval_mode(self.model):
-            found = probe_alignment(self.model, self.data.tokenizer, self.probe[0],
-                                    self.probe_reference, self.rt.device)
-        if found is None:
-            return
-        word_attn, src_words, tgt_words = found
-        weights = []
-        for target, source in self.probe_words:
-            if target in tgt_words and source in src_words:
-                weight = float(word_attn[tgt_words.index(target), src_words.index(source)])
-                self.writer.add_scalar(f"probe/{target}->{source}", weight, step)
-                weights.append(f"{target}→{source} {weight:.2f}")
-        fig = attention_heatmap(word_attn, src_words, tgt_words,
-                                title=f"step {step}, teacher-forced: " + ", ".join(weights))
-        self.writer.add_figure("attention/probe_0_reference", fig, step)
+        readings = [("attention/probe_0_reference", "probe", None)]
+        if shift_layer is not None:
+            readings.append(("attention/probe_0_reference_shift_att", "probe_shift_att",
+                             shift_layer))
+        for tag, prefix, layer in readings:
+            with eval_mode(self.model):
+                found = reference_probe(self.model, self.data.tokenizer, self.probe[0],
+                                        self.probe_reference, self.probe_words, self.rt.device,
+                                        step, layer)
+            if found is None:  # no attention (the vanilla model)
+                continue
+            fig, weights = found
+            for (target, source), weight in weights.items():
+                self.writer.add_scalar(f"{prefix}/{target}->{source}", weight, step)
+            self.writer.add_figure(tag, fig, step)
 
     def final_test(
         self, trained: nn.Module, best: Path, hypotheses: Path, step: int
@@ -223,13 +229,36 @@ class Validator:
         if self.writer is not None:
             self.writer.add_scalar("test/bleu", result.scores.bleu, step)
             self.writer.add_scalar("test/chrf", result.scores.chrf, step)
-        head = None  # the Transformer's best head is chosen on validation; the RNNs have none
+        chosen = None  # the Transformer's best head and Shift-Att layer, chosen on validation
         if self.links is not None and result.alignment is not None and result.alignment.heads:
-            head = choose_head(model, self.data.tokenizer, self.data.splits["validation"],
-                               self.links["validation"], self.rt.device)
-        return {**result.summary(head), "test_set": self.test_set,
+            chosen = choose_best(model, self.data.tokenizer, self.data.splits["validation"],
+                                 self.links["validation"], self.rt.device)
+        return {**result.summary(chosen), "test_set": self.test_set,
                 "beam_size": self.test_settings.beam_size, "decode_seconds": round(seconds, 2),
                 "checkpoint": scored}
+
+
+def reference_probe(
+    model: nn.Module, tokenizer: Tokenizer, src_text: str, tgt_text: str,
+    probe_words: list[list[str]], device: torch.device, step: int,
+    shift_layer: int | None = None,
+) -> tuple[Figure, dict[tuple[str, str], float]] | None:
+    """A probe sentence teacher-forced on its reference at word level (`probe_alignment`),
+    as a heatmap whose title names the reading (the step predicting the word, or Shift-Att at
+    `shift_layer`) and the weight of each `probe_words` [target, source] pair found; the
+    figure and those weights. None without attention of that reading."""
+    found = probe_alignment(model, tokenizer, src_text, tgt_text, device, shift_layer)
+    if found is None:
+        return None
+    word_attn, src_words, tgt_words = found  # (Tw, Sw + 1)
+    weights = {(target, source): float(word_attn[tgt_words.index(target),
+                                                 src_words.index(source)])
+               for target, source in probe_words if target in tgt_words and source in src_words}
+    reading = ("cross-attention, step predicting the word" if shift_layer is None
+               else f"Shift-Att, layer {shift_layer}")
+    title = f"step {step}, teacher-forced, {reading}: " + ", ".join(
+        f"{target}→{source} {weight:.2f}" for (target, source), weight in weights.items())
+    return attention_heatmap(word_attn, src_words, tgt_words, title=title), weights
 
 
 def alignment_row(report: dict[str, Any]) -> dict[str, float | None]:
@@ -242,4 +271,9 @@ def alignment_row(report: dict[str, Any]) -> dict[str, float | None]:
         row["valid_aer_best_head"] = report["best_head"]["aer"]
         for layer, figures in enumerate(report["layers"]):
             row[f"valid_aer_layer{layer}"] = figures["aer"]
+    if report.get("shift_att") is not None:
+        row["valid_aer_shift_att"] = report["shift_att"]["aer"]
+        row["valid_shift_att_layer"] = report["shift_att"]["layer"]
+        for layer, figures in enumerate(report["shift_att"]["layers"]):
+            row[f"valid_aer_shift_att_layer{layer}"] = figures["aer"]
     return row
