@@ -51,8 +51,8 @@ CONFIG_DIR = Path(__file__).resolve().parents[1] / "configs"
 COLUMNS = [
     "variant", "parameters", "steps", "train_time_s", "train_tokens_per_s", "valid_bleu",
     "test_bleu_greedy", "test_bleu_beam5", "test_chrf_beam5", "aer", "aer_diagonal",
-    "aer_shifted", "sure_accuracy", "copy_accuracy", "aer_best_head", "probe_translation",
-    "probe_weights",
+    "aer_shifted", "sure_accuracy", "copy_accuracy", "aer_best_head", "aer_shift_att",
+    "probe_translation", "probe_weights",
 ]
 
 
@@ -165,6 +165,7 @@ def study_variant(variant: str, run_dir: Path, metrics: dict[str, Any]) -> dict[
         "sure_accuracy": alignment.get("sure_accuracy"),
         "copy_accuracy": alignment.get("copy_accuracy"),
         "aer_best_head": alignment.get("best_head", {}).get("aer"),
+        "aer_shift_att": (alignment.get("shift_att") or {}).get("aer"),  # None: the RNNs
         "probe_translation": probe_row.get("translation", ""),
         "probe_weights": probe_row.get("weights", ""),
     }
@@ -309,8 +310,10 @@ def write_report(out_dir: Path, studies: dict[str, dict[str, Any]], command: str
               *difference_rows(differences or [])]
     lines += ["", "AER: attention teacher-forced on the test references against eflomal word "
               "alignments (lower is better); aer_diagonal and aer_shifted score the diagonal "
-              "and the diagonal shifted by one word on the same words; probe_weights: the "
-              "first probe teacher-forced on its reference."]
+              "and the diagonal shifted by one word on the same words; aer_shift_att: the "
+              "Transformer's Shift-Att, the attention of the step that reads each word, at the "
+              "layer chosen on validation; probe_weights: the first probe teacher-forced on its "
+              "reference."]
     for variant, s in studies.items():
         if "best_head" in s["alignment"]:
             best, layers = s["alignment"]["best_head"], s["alignment"]["layers"]
@@ -318,6 +321,12 @@ def write_report(out_dir: Path, studies: dict[str, dict[str, Any]], command: str
                       f"{best['layer']} head {best['head']}: AER {fmt(best['aer'])}; per-layer "
                       "mean over heads: " + ", ".join(
                           f"layer {i} {fmt(row['aer'])}" for i, row in enumerate(layers)) + "."]
+        if s["alignment"].get("shift_att") is not None:
+            shift = s["alignment"]["shift_att"]
+            lines += ["", f"{variant}: Shift-Att (layer chosen on validation) layer "
+                      f"{shift['layer']}: AER {fmt(shift['aer'])}; per layer: " + ", ".join(
+                          f"layer {i} {fmt(row['aer'])}"
+                          for i, row in enumerate(shift["layers"])) + "."]
     lines += ["", "Plots: `compare_bleu.png`, `compare_curves.png`, `compare_length.png`, "
               "`probe_attention.png`.", ""]
     (out_dir / "compare.md").write_text("\n".join(lines), encoding="utf-8")

@@ -21,6 +21,7 @@ from torch.utils.tensorboard import SummaryWriter
 
 from seq2seq import checkpoint as ckpt_module
 from seq2seq.checkpoint import Progress, load_checkpoint, save_checkpoint
+from seq2seq.compare import study_variant
 from seq2seq.corpus import prepare_data
 from seq2seq.errors import UserError
 from seq2seq.evaluation.hypotheses import read_hypotheses
@@ -99,6 +100,9 @@ def test_train_writes_the_run_folder(tmp_path: Path, model: str) -> None:
         assert fig._suptitle.get_text().startswith(f"step 150, teacher-forced, {reading}: "
                                                     "Jane→Jane 0.")
         assert 0 <= probe_weights["Jane", "Jane"] <= 1
+    # compare's row carries the test's Shift-Att AER (empty for the RNNs)
+    row = study_variant(model, run, saved)["row"]
+    assert row["aer_shift_att"] == (alignment["shift_att"] or {}).get("aer")
 
 
 def weights(path: Path) -> dict[str, torch.Tensor]:
