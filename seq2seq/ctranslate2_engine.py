@@ -12,24 +12,35 @@ finish a hypothesis when EOS is among the first K, and stop a sentence at K fini
 - PAD and BOS are never emitted (`suppress_sequences`); EOS may come first
   (`min_decoding_length=0`); inputs are never cut (`max_input_length=0`, translate truncates);
 - the length limit int(max_len_a * src_len + max_len_b) is per sentence, so sentences are
-  grouped by their limit. The project forces EOS one step past the limit; CTranslate2 cannot
-  force a token, so it decodes that step freely (`max_decoding_length=limit + 1`) and a
-  hypothesis that ran past the limit is cut back to it and scored with EOS
-  (`Translator.score_batch`), as the project's forced one is;
+  grouped by their limit. The project forces EOS on every live beam one step past the limit;
+  CTranslate2 cannot force a token, and in its last step it registers the best K
+  continuations, EOS or not, which may come from fewer than K beams. So it searches one step
+  past the limit (`max_decoding_length=limit + 1`), the beams live at the limit are
+  recovered from what it registers there and, where they are fewer than K, from a second
+  search that ends at the limit (its last step registers the best K candidates, the beams
+  that did not end), and each is scored with EOS (`Translator.score_batch`), as the project's
+  forced EOS is;
+- the beam search runs with patience 2 and returns up to 2K finished hypotheses, so that the
+  ones the project finishes in the step where it stops are all kept (with patience 1
+  CTranslate2 keeps only the K of highest log-probability); the hypotheses it finishes after
+  that step are dropped;
 - CTranslate2 divides a score by len ** length_penalty, the project by the GNMT
   ((5 + len) / 6) ** alpha, and no exponent makes the two equal. CTranslate2 is given a
   vanishing exponent (`NO_EARLY_EXIT`; 0 would make it stop when its top beam ends, not at K
-  finished hypotheses), returns each sentence's K finished hypotheses with their summed
+  finished hypotheses), returns each sentence's finished hypotheses with their summed
   log-probabilities (EOS kept, so len counts it as the project does), and they are ranked here
   by the GNMT score.
 
 What still differs: CTranslate2 renormalizes the step's softmax without PAD and BOS (the
 project bans them after it), which moves a score by log(1 - p(PAD) - p(BOS)), about nothing
-for a trained model. A sentence that finishes more than K hypotheses in one step keeps the K
-of the highest log-probability before the GNMT ranking. In the free step past the limit a
-beam none of whose continuations is among the best K is not ended, where the project ends
-every beam. The last two touch only beams (greedy is the same search) and mostly sentences
-that run to the length limit.
+for a trained model; the hypotheses ended at the limit are scored without that
+renormalization, as the project scores them. A beam live at the limit is still missed when
+it replaced a finished hypothesis in the limit's own step (the project's best non-EOS
+candidates after the first K) and none of its continuations is among CTranslate2's best K
+one step later (2 of 280 sentences reaching the limit in the measurement of
+docs/benchmark.md; neither changed the best hypothesis). A sentence that finishes more than
+2K hypotheses by CTranslate2's own stop (it waits for 2K) keeps the 2K of highest
+log-probability, which may drop one the project keeps. Greedy picks the project's tokens.
 """
 
 from __future__ import annotations
@@ -156,56 +167,99 @@ def decode_ids(
     return results
 
 
-def _search(
-    exported: Exported, sources: list[list[str]], limit: int, settings: DecodeSettings
-) -> list[list[Hypothesis]]:
-    """Beam (or greedy) search over source pieces of sentences that share the length limit."""
-    tokenizer = exported.tokenizer
-    eos = tokenizer.tgt_pieces([EOS_ID])[0]
-    alpha = settings.length_penalty
-    found = exported.translator.translate_batch(
+def _translate(exported: Exported, sources: list[list[str]], max_length: int,
+               settings: DecodeSettings) -> list[Any]:
+    """CTranslate2's search over source pieces, `max_length` steps at most, returning every
+    hypothesis it finishes: a beam search runs with patience 2 so that no sentence drops a
+    hypothesis the project keeps (see `_search`); greedy has one."""
+    k = settings.beam_size
+    return exported.translator.translate_batch(
         sources,
         max_batch_size=settings.batch_size,
-        beam_size=settings.beam_size,
-        num_hypotheses=settings.beam_size,
+        beam_size=k,
+        num_hypotheses=k if k == 1 else 2 * k,
         length_penalty=NO_EARLY_EXIT,
-        patience=1,
-        max_decoding_length=limit + 1,  # one step past the limit: where the project ends
+        patience=1 if k == 1 else 2,
+        max_decoding_length=max_length,
         min_decoding_length=0,
         max_input_length=0,
-        suppress_sequences=[[piece] for piece in tokenizer.tgt_pieces([PAD_ID, BOS_ID])],
+        suppress_sequences=[[piece] for piece in
+                            exported.tokenizer.tgt_pieces([PAD_ID, BOS_ID])],
         return_end_token=True,
         return_scores=True,
     )
-    # per sentence: (target pieces without EOS, summed log-probability or None: to score)
-    candidates: list[list[tuple[list[str], float | None]]] = []
-    for result in found:
-        rows = []
+
+
+def _search(
+    exported: Exported, sources: list[list[str]], limit: int, settings: DecodeSettings
+) -> list[list[Hypothesis]]:
+    """Beam (or greedy) search over source pieces of sentences that share the length limit.
+
+    CTranslate2 searches one step past the limit. Its hypotheses ending in EOS before the
+    limit are the project's up to the step where the project stops (the first step at which a
+    sentence holds K); a sentence that gets there has no others. One that does not reaches
+    the limit with K live beams, each of which the project ends with EOS: the beams are
+    the prefixes of the hypotheses CTranslate2 registers in its last step (the best K
+    continuations), and where those come from fewer than K beams, the ones that a search
+    ending a step earlier registers there without EOS (the best K candidates of that step).
+    Each beam is then scored with EOS (`Translator.score_batch`).
+    """
+    tokenizer = exported.tokenizer
+    eos = tokenizer.tgt_pieces([EOS_ID])[0]
+    k = settings.beam_size
+    # per sentence: the finished hypotheses (pieces without EOS, summed log-probability) and
+    # the beams live at the limit (None: the sentence stopped before it)
+    finished: list[list[tuple[list[str], float]]] = []
+    live: list[set[tuple[str, ...]] | None] = []
+    for result in _translate(exported, sources, limit + 1, settings):
+        ended, at_limit = [], set()
         for pieces, score in zip(result.hypotheses, result.scores, strict=True):
-            if pieces[-1:] == [eos]:  # CTranslate2 divided by len(pieces), EOS included
-                rows.append((pieces[:-1], score * len(pieces) ** NO_EARLY_EXIT))
-            else:  # ran past the limit: cut back to it and end with EOS, as the project does
-                rows.append((pieces[:limit], None))
-        candidates.append(rows)
-    forced = [(sentence, pieces) for sentence, rows in enumerate(candidates)
-              for pieces, log_prob in rows if log_prob is None]
+            if pieces[-1:] == [eos] and len(pieces) <= limit:  # CTranslate2 divided by len
+                ended.append((pieces[:-1], score * len(pieces) ** NO_EARLY_EXIT))
+            else:  # registered in the last step: a continuation of a beam live at the limit
+                at_limit.add(tuple(pieces[:limit]))
+        stop = _stop_length(sorted(len(pieces) for pieces, _ in ended), k)
+        if stop is None:
+            finished.append(ended)
+            live.append(at_limit)
+        else:
+            finished.append([(pieces, lp) for pieces, lp in ended if len(pieces) <= stop])
+            live.append(None)
+    short = [s for s, beams in enumerate(live) if beams is not None and len(beams) < k]
+    if short and limit > 0:  # a search ending a step earlier: its last step's live beams
+        earlier = _translate(exported, [sources[s] for s in short], limit, settings)
+        for s, result in zip(short, earlier, strict=True):
+            live[s] = (live[s] or set()) | {tuple(pieces) for pieces in result.hypotheses
+                                            if len(pieces) == limit and pieces[-1] != eos}
+    forced = [(s, list(beam)) for s, beams in enumerate(live) if beams is not None
+              for beam in sorted(beams)]
     forced_scores = exported.translator.score_batch(
-        [sources[sentence] for sentence, _ in forced], [pieces for _, pieces in forced],
+        [sources[s] for s, _ in forced], [pieces for _, pieces in forced],
         max_batch_size=settings.batch_size, max_input_length=0,
     ) if forced else []
-    rescored = iter(forced_scores)
+    for (s, pieces), scored in zip(forced, forced_scores, strict=True):
+        finished[s].append((pieces, sum(scored.log_probs)))
 
     target_ids = {piece: i for i, piece in
                   enumerate(tokenizer.tgt_pieces(range(tokenizer.tgt_vocab_size)))}
     out = []
-    for rows in candidates:
+    for rows in finished:
         best: dict[tuple[int, ...], Hypothesis] = {}
         for pieces, log_prob in rows:
-            total = log_prob if log_prob is not None else sum(next(rescored).log_probs)
             tokens = tuple(target_ids[p] for p in pieces)
-            score = total / length_penalty_factor(len(tokens) + 1, alpha)  # EOS counted
+            score = log_prob / length_penalty_factor(len(tokens) + 1, settings.length_penalty)
             if tokens not in best or score > best[tokens].score:
                 best[tokens] = Hypothesis(list(tokens), score, None)
         ranked = sorted(best.values(), key=lambda h: h.score, reverse=True)
         out.append(ranked[: settings.nbest])
     return out
+
+
+def _stop_length(lengths: list[int], k: int) -> int | None:
+    """The length (EOS excluded) of the hypotheses finished at the step where the project's
+    search stops a sentence, the first at which it holds k, given the sorted lengths of the
+    hypotheses finished before the limit; None: it holds fewer and reaches the limit."""
+    for count, length in enumerate(lengths, start=1):
+        if count >= k and (count == len(lengths) or lengths[count] > length):
+            return length
+    return None
