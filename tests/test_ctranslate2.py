@@ -8,6 +8,7 @@ benchmark script end to end.
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
 import subprocess
@@ -88,12 +89,32 @@ def test_the_export_folder(run: Path, exported: Path) -> None:
 def test_float32_export_decodes_as_the_project_decoder(
     run: Path, exported: Path, beam_size: int
 ) -> None:
-    """Token ids on 200 tiny-corpus sentences. The tiny model often loops to the length limit,
-    where the two searches may part (see seq2seq/ctranslate2_engine.py); greedy may not."""
+    """Token ids on 200 tiny-corpus sentences, many of which the tiny model loops to the length
+    limit: greedy all equal, beam 5 at least 99% (what may still part is in
+    seq2seq/ctranslate2_engine.py)."""
     loaded = load_for_inference(run / "checkpoints/best.pt", "cpu")
     src_ids = loaded.tokenizer.encode_src([de for de, _ in pairs(200, seed=7)])
     share = agreement(loaded, exported, src_ids, beam_size)
-    assert share == 1.0 if beam_size == 1 else share >= 0.97
+    assert share == 1.0 if beam_size == 1 else share >= 0.99
+
+
+@pytest.mark.parametrize("max_len_b", [1, 2, 3, 6])
+def test_beams_at_a_short_length_limit_end_as_the_project_ends_them(
+    run: Path, exported: Path, max_len_b: int
+) -> None:
+    """A limit of a few tokens whatever the source (max_len_a=0), so nearly every sentence
+    reaches it and the project ends all its beams with EOS there: beam-5 token ids on 200
+    tiny-corpus sentences equal for at least 99% (when CTranslate2's last step decided which
+    beams ended, 76-96% were)."""
+    loaded = load_for_inference(run / "checkpoints/best.pt", "cpu")
+    src_ids = loaded.tokenizer.encode_src([de for de, _ in pairs(200, seed=7)])
+    settings = dataclasses.replace(search_settings(loaded.config, 5, None), max_len_a=0.0,
+                                   max_len_b=max_len_b)
+    ours = decode_ids(loaded.model, src_ids, settings, CPU)
+    theirs = ctranslate2_decode_ids(load_exported(exported, threads=1), src_ids, settings)
+    assert sum(len(h[0].tokens) == max_len_b for h in ours) >= 100
+    same = sum(a[0].tokens == b[0].tokens for a, b in zip(ours, theirs, strict=True))
+    assert same >= 0.99 * len(ours)
 
 
 def test_post_norm_export_decodes_as_the_project_decoder(run: Path, tmp_path: Path) -> None:
@@ -216,10 +237,9 @@ def ding_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.mark.slow
 def test_ding_agreement_and_int8_bleu(ding_run: Path) -> None:
     """On 300 Ding validation sentences: float32 greedy token ids equal the project decoder's
-    for all of them; beam-5 ones for at least 99% of the sentences whose hypothesis ends before
-    the length limit (at the limit the searches may part, see seq2seq/ctranslate2_engine.py;
-    this briefly trained model runs there often) and 95% of all; int8 is within 0.5 BLEU of
-    float32."""
+    for all of them, beam-5 ones for at least 99%, those that run to the length limit included
+    (how many do varies with how far the minute's training gets: 8 to 41 seen); int8 is within
+    0.5 BLEU of float32."""
     loaded = load_for_inference(ding_run / "checkpoints/best.pt", "cpu")
     float32 = export_ctranslate2(loaded, ding_run.parent / "float32")
     int8 = export_ctranslate2(loaded, ding_run.parent / "int8", quantization="int8")
@@ -231,15 +251,14 @@ def test_ding_agreement_and_int8_bleu(ding_run: Path) -> None:
     ours = decode_ids(loaded.model, split.src_ids, settings, CPU)
     theirs = ctranslate2_decode_ids(load_exported(float32, threads=1), split.src_ids, settings)
     same = [a[0].tokens == b[0].tokens for a, b in zip(ours, theirs, strict=True)]
-    before_limit = [
+    at_limit = [
         i for i, (hyps, ids) in enumerate(zip(ours, split.src_ids, strict=True))
-        if len(hyps[0].tokens) < max_output_length(len(ids) + 1, settings.max_len_a,
-                                                   settings.max_len_b)
+        if len(hyps[0].tokens) == max_output_length(len(ids) + 1, settings.max_len_a,
+                                                    settings.max_len_b)
     ]
-    share = sum(same[i] for i in before_limit) / len(before_limit)
-    print(f"beam 5: {sum(same)}/{len(same)} equal; {share:.4f} of {len(before_limit)} "
-          "ending before the limit")
-    assert len(before_limit) >= 150 and share >= 0.99 and sum(same) >= 0.95 * len(same)
+    print(f"beam 5: {sum(same)}/{len(same)} equal, {sum(same[i] for i in at_limit)} of the "
+          f"{len(at_limit)} at the length limit")
+    assert sum(same) >= 0.99 * len(same)
     bleu = {}
     for name, export in (("float32", float32), ("int8", int8)):
         found = ctranslate2_decode_ids(load_exported(export, threads=1), split.src_ids, settings)
