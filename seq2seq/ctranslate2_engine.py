@@ -6,20 +6,21 @@ source_/target_vocabulary.json), the run's tokenizer (its sentencepiece model(s)
 tokenizer.json) and `seq2seq.json`: the run's resolved config, the tokenizer's identity, the
 checkpoint it came from and the quantization.
 
-How the project's search maps onto CTranslate2's (both take the best 2K of K * V candidates,
-finish a hypothesis when EOS is among the first K, and stop a sentence at K finished ones):
+How the project's search maps onto CTranslate2's (both take the best 2K of K * V candidates
+and finish a hypothesis when EOS is among the first K; the project stops a sentence at K
+finished ones):
 - the source ends with EOS (`add_source_eos` in the export's config.json);
 - PAD and BOS are never emitted (`suppress_sequences`); EOS may come first
   (`min_decoding_length=0`); inputs are never cut (`max_input_length=0`, translate truncates);
 - the length limit int(max_len_a * src_len + max_len_b) is per sentence, so sentences are
-  grouped by their limit. The project forces EOS on every live beam one step past the limit;
-  CTranslate2 cannot force a token, and in its last step it registers the best K
-  continuations, EOS or not, which may come from fewer than K beams. So it searches one step
-  past the limit (`max_decoding_length=limit + 1`), the beams live at the limit are
-  recovered from what it registers there and, where they are fewer than K, from a second
-  search that ends at the limit (its last step registers the best K candidates, the beams
-  that did not end), and each is scored with EOS (`Translator.score_batch`), as the project's
-  forced EOS is;
+  grouped by their limit. The project forces EOS on every beam live one step past the limit;
+  CTranslate2 cannot force a token. It searches up to the limit (`max_decoding_length=limit`),
+  where its last step registers the best K candidates, EOS or not: those without EOS are
+  live beams. For each with EOS the project took the next best candidate without it as a
+  beam, which CTranslate2 does not return; where some are missing, a search one step further
+  (`limit + 1`) finds them as the prefixes of what its last step registers (the best K
+  continuations of the live beams). Each beam is scored with EOS (`Translator.score_batch`),
+  as the project's forced EOS is;
 - the beam search runs with patience 2 and returns up to 2K finished hypotheses, so that the
   ones the project finishes in the step where it stops are all kept (with patience 1
   CTranslate2 keeps only the K of highest log-probability); the hypotheses it finishes after
@@ -32,15 +33,14 @@ finish a hypothesis when EOS is among the first K, and stop a sentence at K fini
   by the GNMT score.
 
 What still differs: CTranslate2 renormalizes the step's softmax without PAD and BOS (the
-project bans them after it), which moves a score by log(1 - p(PAD) - p(BOS)), about nothing
-for a trained model; the hypotheses ended at the limit are scored without that
-renormalization, as the project scores them. A beam live at the limit is still missed when
-it replaced a finished hypothesis in the limit's own step (the project's best non-EOS
-candidates after the first K) and none of its continuations is among CTranslate2's best K
-one step later (2 of 280 sentences reaching the limit in the measurement of
-docs/benchmark.md; neither changed the best hypothesis). A sentence that finishes more than
-2K hypotheses by CTranslate2's own stop (it waits for 2K) keeps the 2K of highest
-log-probability, which may drop one the project keeps. Greedy picks the project's tokens.
+project bans them after it), which moves a score by log(1 - p(PAD) - p(BOS)), about nothing for
+a trained model; the hypotheses ended at the limit are scored without that renormalization, as
+the project scores them. A beam live at the limit is still missed when it replaced a finished
+hypothesis in the limit's last free step and none of its continuations is among CTranslate2's
+best K one step later (2 of 280 sentences reaching the limit in the measurement of
+docs/benchmark.md; neither changed the best hypothesis). A sentence that finishes more than 2K
+hypotheses by CTranslate2's own stop (it waits for 2K) keeps the 2K of highest log-probability,
+which may drop one the project keeps. Greedy picks the project's tokens.
 """
 
 from __future__ import annotations
@@ -169,9 +169,9 @@ def decode_ids(
 
 def _translate(exported: Exported, sources: list[list[str]], max_length: int,
                settings: DecodeSettings) -> list[Any]:
-    """CTranslate2's search over source pieces, `max_length` steps at most, returning every
-    hypothesis it finishes: a beam search runs with patience 2 so that no sentence drops a
-    hypothesis the project keeps (see `_search`); greedy has one."""
+    """CTranslate2's search over source pieces, `max_length` steps at most, returning what it
+    finishes: a beam search runs with patience 2 and returns up to 2K hypotheses, so that a
+    sentence keeps all those the project finishes up to its stop (see `_search`)."""
     k = settings.beam_size
     return exported.translator.translate_batch(
         sources,
@@ -195,42 +195,41 @@ def _search(
 ) -> list[list[Hypothesis]]:
     """Beam (or greedy) search over source pieces of sentences that share the length limit.
 
-    CTranslate2 searches one step past the limit. Its hypotheses ending in EOS before the
-    limit are the project's up to the step where the project stops (the first step at which a
-    sentence holds K); a sentence that gets there has no others. One that does not reaches
-    the limit with K live beams, each of which the project ends with EOS: the beams are
-    the prefixes of the hypotheses CTranslate2 registers in its last step (the best K
-    continuations), and where those come from fewer than K beams, the ones that a search
-    ending a step earlier registers there without EOS (the best K candidates of that step).
-    Each beam is then scored with EOS (`Translator.score_batch`).
+    CTranslate2 searches up to the limit. Its hypotheses ending in EOS are the project's up to
+    the step where the project stops (the first step at which a sentence holds K); a sentence
+    that gets there has no others. One that does not reaches the limit with K live beams, each
+    of which the project ends with EOS. CTranslate2's last step registers the best K
+    candidates, and those without EOS are live beams; for each with EOS the project took the
+    next best candidate without it, which CTranslate2 does not return. Where some are missing,
+    a search one step further finds them as the prefixes of what its last step registers
+    (the best K continuations of the live beams). Each beam is scored with EOS
+    (`Translator.score_batch`).
     """
     tokenizer = exported.tokenizer
     eos = tokenizer.tgt_pieces([EOS_ID])[0]
     k = settings.beam_size
     # per sentence: the finished hypotheses (pieces without EOS, summed log-probability) and
     # the beams live at the limit (None: the sentence stopped before it)
-    finished: list[list[tuple[list[str], float]]] = []
-    live: list[set[tuple[str, ...]] | None] = []
-    for result in _translate(exported, sources, limit + 1, settings):
-        ended, at_limit = [], set()
-        for pieces, score in zip(result.hypotheses, result.scores, strict=True):
-            if pieces[-1:] == [eos] and len(pieces) <= limit:  # CTranslate2 divided by len
-                ended.append((pieces[:-1], score * len(pieces) ** NO_EARLY_EXIT))
-            else:  # registered in the last step: a continuation of a beam live at the limit
-                at_limit.add(tuple(pieces[:limit]))
-        stop = _stop_length(sorted(len(pieces) for pieces, _ in ended), k)
-        if stop is None:
-            finished.append(ended)
-            live.append(at_limit)
-        else:
-            finished.append([(pieces, lp) for pieces, lp in ended if len(pieces) <= stop])
-            live.append(None)
+    finished: list[list[tuple[list[str], float]]] = [[] for _ in sources]
+    live: list[set[tuple[str, ...]] | None] = [{()} for _ in sources]  # limit 0: BOS only
+    if limit > 0:
+        for s, result in enumerate(_translate(exported, sources, limit, settings)):
+            ended = [(pieces[:-1], score * len(pieces) ** NO_EARLY_EXIT)  # CTranslate2 divided
+                     for pieces, score in zip(result.hypotheses, result.scores, strict=True)
+                     if pieces[-1:] == [eos]]
+            stop = _stop_length(sorted(len(pieces) for pieces, _ in ended), k)
+            if stop is None:
+                finished[s] = ended
+                live[s] = {tuple(pieces) for pieces in result.hypotheses if pieces[-1:] != [eos]}
+            else:
+                finished[s] = [(pieces, lp) for pieces, lp in ended if len(pieces) <= stop]
+                live[s] = None
     short = [s for s, beams in enumerate(live) if beams is not None and len(beams) < k]
-    if short and limit > 0:  # a search ending a step earlier: its last step's live beams
-        earlier = _translate(exported, [sources[s] for s in short], limit, settings)
-        for s, result in zip(short, earlier, strict=True):
-            live[s] = (live[s] or set()) | {tuple(pieces) for pieces in result.hypotheses
-                                            if len(pieces) == limit and pieces[-1] != eos}
+    if short:
+        further = _translate(exported, [sources[s] for s in short], limit + 1, settings)
+        for s, result in zip(short, further, strict=True):
+            live[s] = (live[s] or set()) | {tuple(pieces[:limit]) for pieces in
+                                            result.hypotheses if len(pieces) == limit + 1}
     forced = [(s, list(beam)) for s, beams in enumerate(live) if beams is not None
               for beam in sorted(beams)]
     forced_scores = exported.translator.score_batch(
