@@ -225,7 +225,7 @@ def _search(
                 finished[s] = [(pieces, lp) for pieces, lp in ended if len(pieces) <= stop]
                 live[s] = None
     short = [s for s, beams in enumerate(live) if beams is not None and len(beams) < k]
-    if short:
+    if short and limit > 0:
         further = _translate(exported, [sources[s] for s in short], limit + 1, settings)
         for s, result in zip(short, further, strict=True):
             live[s] = (live[s] or set()) | {tuple(pieces[:limit]) for pieces in
