@@ -35,7 +35,7 @@ from seq2seq.inference import Loaded, load_for_inference, search_settings
 from seq2seq.models import build_model
 from seq2seq.training.loop import train
 from seq2seq.translate import translate
-from tests.tiny import CONFIG_DIR, QUICK_TRAINER, pairs, tiny_config
+from tests.tiny import CONFIG_DIR, LEARNT_TRANSFORMER, QUICK_TRAINER, pairs, tiny_config
 
 ROOT = Path(__file__).resolve().parents[1]
 CPU = torch.device("cpu")
@@ -45,8 +45,7 @@ CPU = torch.device("cpu")
 def run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A run folder of a tiny pre-norm Transformer that has learnt some of the tiny corpus."""
     tmp = tmp_path_factory.mktemp("ctranslate2_run")
-    train(tiny_config(tmp, "trainer.max_steps=150", "trainer.eval_every=75", "trainer.lr=1e-2",
-                      "trainer.warmup_steps=10", model="transformer"))
+    train(tiny_config(tmp, *LEARNT_TRANSFORMER, model="transformer"))
     return tmp / "run"
 
 

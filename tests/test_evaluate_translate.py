@@ -28,7 +28,7 @@ from seq2seq.models import build_model
 from seq2seq.tokenization import Tokenizer
 from seq2seq.training.loop import train
 from seq2seq.translate import translate
-from tests.tiny import CONFIG_DIR, tiny_config
+from tests.tiny import CONFIG_DIR, LEARNT_TRANSFORMER, tiny_config
 
 ROOT = Path(__file__).resolve().parents[1]
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -247,8 +247,7 @@ def test_a_misspelled_option_fails_at_compose_time(app: str) -> None:
 def transformer_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A run folder of a tiny Transformer trained with dropout, final test included."""
     tmp = tmp_path_factory.mktemp("transformer_run")
-    train(tiny_config(tmp, "trainer.max_steps=150", "trainer.eval_every=75", "trainer.lr=1e-2",
-                      "trainer.warmup_steps=10", model="transformer"))
+    train(tiny_config(tmp, *LEARNT_TRANSFORMER, model="transformer"))
     return tmp / "run"
 
 

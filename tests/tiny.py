@@ -55,6 +55,10 @@ def corpus_overrides(data_root: Path) -> list[str]:
     ]
 
 
+# a tiny Transformer that learns some of the tiny corpus in 150 updates (tests that need one)
+LEARNT_TRANSFORMER = ["trainer.max_steps=150", "trainer.eval_every=75", "trainer.lr=1e-2",
+                      "trainer.warmup_steps=10"]
+
 QUICK_TRAINER = [
     "trainer.batch_tokens=256", "trainer.max_time=null", "trainer.max_steps=20",
     "trainer.eval_every=10", "trainer.save_every=10", "trainer.log_every=5",
