@@ -16,6 +16,7 @@ import torch
 from seq2seq.corpus import prepare_data
 from seq2seq.models.transformer import MultiHeadAttention, Transformer
 from seq2seq.runtime import setup_runtime
+from seq2seq.training.bf16 import BF16Compute
 from seq2seq.training.setup import TrainingParts, build_parts
 from tests.tiny import tiny_config
 
@@ -75,6 +76,8 @@ def test_bf16_training_is_finite_and_learns(tmp_path: Path, model: str, device: 
     trainer = tiny_trainer(tmp_path, model, device)
     assert trainer.rt.device.type == device and trainer.rt.precision == "bf16"
     assert trainer.update.scaler is None  # bf16 needs no loss scaling
+    casts = isinstance(trainer.update.step_model, BF16Compute)  # bf16 weights, fp32 master
+    assert casts == (device == "cpu" and model == "transformer")
     losses = bf16_losses(trainer)
     assert all(math.isfinite(loss) for loss in losses)
     assert losses[-1] < 0.75 * losses[0], losses

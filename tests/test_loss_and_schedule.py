@@ -42,9 +42,43 @@ def test_loss_gradient_equals_autograd_of_torch_cross_entropy(eps: float) -> Non
     (reference * weight).backward()
     torch.testing.assert_close(ours, logits.grad)
     assert ours[2].abs().max() == 0.0
-    # the backward reuses its saved tensor in place: a second one is refused, not wrong
+    # leaf logits keep their values: a second backward gives the same gradient again
+    logits.grad = None
     loss, _ = token_losses(logits, target, pad_id=0, label_smoothing=eps)
     loss.backward(retain_graph=True)
+    loss.backward()
+    torch.testing.assert_close(logits.grad, 2 * ours / weight)
+
+
+@pytest.mark.parametrize("eps", [0.0, 0.1])
+@pytest.mark.parametrize("dtype", [torch.float64, torch.bfloat16], ids=["fp64", "bf16"])
+def test_loss_over_many_row_blocks_of_an_output_layer(eps: float, dtype: torch.dtype) -> None:
+    """Logits of an output layer (an intermediate, as in training) larger than one block:
+    the sums and the gradients of the layer are autograd's through torch's cross_entropy; the
+    backward overwrites the logits with their gradient, so a second one is refused."""
+    from seq2seq.training import loss as loss_module
+
+    torch.manual_seed(0)
+    vocab = 3001
+    rows = 3 * (loss_module.BLOCK_ELEMENTS // vocab) + 7  # three full blocks and a part
+    hidden = torch.randn(rows, 16, dtype=dtype, requires_grad=True)
+    weight = torch.randn(16, vocab, dtype=dtype, requires_grad=True)
+    target = torch.randint(1, vocab, (rows,))
+    target[::5] = 0
+    logits = hidden @ weight
+    loss, nll = token_losses(logits, target, pad_id=0, label_smoothing=eps)
+    loss.backward(retain_graph=True)
+    ours = hidden.grad, weight.grad
+    hidden.grad = weight.grad = None
+    wide = (hidden.double() @ weight.double()) if dtype == torch.bfloat16 else hidden @ weight
+    args = dict(input=wide, target=target, ignore_index=0, reduction="sum")
+    reference = F.cross_entropy(**args, label_smoothing=eps)
+    tol = dict(rtol=1e-6, atol=1e-6) if dtype == torch.float64 else dict(rtol=2e-2, atol=0.5)
+    torch.testing.assert_close(loss.double(), reference, **tol)
+    torch.testing.assert_close(nll.double(), F.cross_entropy(**args), **tol)
+    reference.backward()
+    for mine, exact in zip(ours, (hidden.grad, weight.grad), strict=True):
+        torch.testing.assert_close(mine.double(), exact.double(), **tol)
     with pytest.raises(RuntimeError, match="only once"):
         loss.backward()
 

@@ -3,9 +3,9 @@
 Multi-head scaled dot-product attention softmax(Q K^T / sqrt(d_k)) V with learned W^Q, W^K, W^V
 and W^O; sinusoidal positions; pre-norm (default) or post-norm residual blocks; optionally one
 embedding matrix for source, target and output projection. Training uses PyTorch's fused
-`scaled_dot_product_attention`; when the weights are wanted the same function is computed
-explicitly. Step-by-step decoding caches each layer's self-attention keys and values, and the
-cross-attention keys and values are computed once per sentence.
+`scaled_dot_product_attention`; the same function is computed explicitly when the weights are
+wanted, and in bf16 on a CPU (`layers.bf16_on_cpu`). Step-by-step decoding caches each layer's
+self-attention keys and values; the cross-attention keys and values are computed once.
 
 Shapes: B batch, S source length, T target length, V target vocabulary, D d_model,
 H heads, K = D / H per-head size, L decoder layers.
@@ -20,9 +20,10 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from seq2seq.models import layers
 from seq2seq.models.attention import masked_softmax
 from seq2seq.models.base import EncoderOutput, reorder_tensors
-from seq2seq.models.layers import ModelConfigError, check_joint_vocabulary
+from seq2seq.models.layers import Dropout, ModelConfigError, bf16_on_cpu, check_joint_vocabulary
 from seq2seq.tokenization import PAD_ID
 
 
@@ -86,20 +87,19 @@ class MultiHeadAttention(nn.Module):
         """
         q = self._split(self.w_q(x))  # (B, H, T, K)
         p = self.attn_dropout if self.training else 0.0
-        if need_weights:
+        if need_weights or bf16_on_cpu(q):
             scores = q @ keys.transpose(-2, -1) / math.sqrt(self.head_size)  # (B, H, T, N)
             if causal:
                 mask = torch.ones(x.size(1), keys.size(2), dtype=torch.bool, device=x.device).tril()
             weights = scores.softmax(dim=-1) if mask is None else masked_softmax(scores, mask)
-            out = F.dropout(weights, p, self.training) @ values  # (B, H, T, K)
+            out = layers.dropout(weights, p, self.training) @ values  # (B, H, T, K)
         else:
-            weights = None
             out = F.scaled_dot_product_attention(
                 q, keys, values, attn_mask=mask, dropout_p=p, is_causal=causal
             )
         batch, _, length, _ = out.shape
         out = out.transpose(1, 2).reshape(batch, length, -1)  # (B, T, D)
-        return self.w_o(out), weights
+        return self.w_o(out), weights if need_weights else None
 
     def forward(
         self, x: Tensor, memory: Tensor, mask: Tensor, need_weights: bool
@@ -113,7 +113,7 @@ class FeedForward(nn.Module):
     def __init__(self, d_model: int, ff_dim: int, dropout: float) -> None:
         super().__init__()
         self.net = nn.Sequential(
-            nn.Linear(d_model, ff_dim), nn.ReLU(), nn.Dropout(dropout), nn.Linear(ff_dim, d_model)
+            nn.Linear(d_model, ff_dim), nn.ReLU(), Dropout(dropout), nn.Linear(ff_dim, d_model)
         )
 
     def forward(self, x: Tensor) -> Tensor:
@@ -138,7 +138,7 @@ class EncoderLayer(nn.Module):
         self.ff = FeedForward(d_model, ff_dim, dropout)
         self.norm1 = nn.LayerNorm(d_model)
         self.norm2 = nn.LayerNorm(d_model)
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = Dropout(dropout)
 
     def forward(self, x: Tensor, mask: Tensor, need_weights: bool) -> Tensor:
         """x (B, S, D), mask (B, 1, 1, S) -> (B, S, D)."""
@@ -170,7 +170,7 @@ class DecoderLayer(nn.Module):
         self.norm1 = nn.LayerNorm(d_model)
         self.norm2 = nn.LayerNorm(d_model)
         self.norm3 = nn.LayerNorm(d_model)
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = Dropout(dropout)
 
     def forward(
         self,
@@ -291,7 +291,7 @@ class Transformer(nn.Module):
             with torch.no_grad():
                 emb.weight[pad_id].zero_()
         self.register_buffer("positions", sinusoidal_positions(max_len, d_model), persistent=False)
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = Dropout(dropout)
         layer_args = (d_model, num_heads, ff_dim, dropout, attn_dropout, pre_norm)
         self.encoder_layers = nn.ModuleList(
             EncoderLayer(*layer_args) for _ in range(num_encoder_layers)

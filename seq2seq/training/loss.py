@@ -3,8 +3,11 @@
 The output layer's (N, V) logits are the largest tensor of a training step. Autograd through
 log_softmax, gather and mean walks that tensor about seven times and allocates three more like
 it (a zero-filled scatter for the gather, a division for the mean, their sum, the log-softmax
-backward); the gradient in closed form, softmax(z) - (1 - eps) * onehot(y) - eps / V, is the
-saved log-probabilities exponentiated in place and two in-place passes.
+backward). Here the forward keeps one log-sum-exp per row, and the backward writes the
+gradient in closed form, softmax(z) - (1 - eps) * onehot(y) - eps / V, over the logits
+themselves. Both walk the rows in blocks of about 2 MiB in fp32, so each block is read from
+memory once and worked on in the cache: bf16 logits are widened to fp32 block by block (the
+sums are fp32 whatever the logits), never as a whole (N, V) fp32 tensor.
 """
 
 from __future__ import annotations
@@ -13,13 +16,21 @@ import torch
 from torch import Tensor
 from torch.autograd.function import FunctionCtx, once_differentiable
 
+BLOCK_ELEMENTS = 2**19  # fp32 elements of a block of rows: 2 MiB, one core's L2 on that Xeon
+
+
+def _blocks(rows: int, width: int) -> list[tuple[int, int]]:
+    step = max(1, BLOCK_ELEMENTS // width)
+    return [(start, min(start + step, rows)) for start in range(0, rows, step)]
+
 
 class _SmoothedCrossEntropy(torch.autograd.Function):
     """Sums over rows: (1 - eps) * NLL + eps * mean_v(-log p_v), and the plain NLL.
 
-    Rows whose target is `pad_id` count zero in both sums and get zero gradient. The backward
-    turns the saved log-probabilities into the gradient in place (no new (N, V) tensor: on a
-    CPU each fresh one costs its page faults), so it can run only once per forward.
+    Rows whose target is `pad_id` count zero in both sums and get zero gradient. When the
+    logits are an intermediate of the graph (the output layer's, as in training) the backward
+    overwrites them with their gradient, so no second (N, V) tensor is made, and it can run
+    only once per forward; leaf logits (a test's) get a gradient of their own.
     """
 
     @staticmethod
@@ -27,15 +38,25 @@ class _SmoothedCrossEntropy(torch.autograd.Function):
         ctx: FunctionCtx, logits: Tensor, target: Tensor, pad_id: int, eps: float
     ) -> tuple[Tensor, Tensor]:
         dtype = torch.promote_types(logits.dtype, torch.float32)  # fp32 for fp16/bf16 logits
-        lprobs = torch.log_softmax(logits, dim=1, dtype=dtype)  # (N, V)
+        rows, width = logits.shape
+        lse = torch.empty(rows, dtype=dtype, device=logits.device)
+        mean = torch.empty(rows, dtype=dtype, device=logits.device) if eps != 0.0 else None
+        for start, end in _blocks(rows, width):
+            block = logits[start:end].to(dtype)  # no copy when already fp32
+            lse[start:end] = torch.logsumexp(block, dim=1)
+            if mean is not None:
+                mean[start:end] = block.mean(dim=1)
         real = (target != pad_id).to(dtype)  # (N,)
-        nll = -(lprobs.gather(1, target.unsqueeze(1)).squeeze(1) * real).sum()
+        picked = logits.gather(1, target.unsqueeze(1)).squeeze(1).to(dtype)
+        nll = ((lse - picked) * real).sum()
         loss = nll
-        if eps != 0.0:
-            uniform = -(lprobs.mean(dim=1) * real).sum()
+        if mean is not None:
+            uniform = ((lse - mean) * real).sum()  # -mean_v log p_v = lse - mean_v z_v
             loss = (1.0 - eps) * nll + eps * uniform
-        ctx.save_for_backward(lprobs, target, real)
-        ctx.eps, ctx.logits_dtype, ctx.done = eps, logits.dtype, False  # type: ignore[attr-defined]
+        ctx.save_for_backward(logits, target, real, lse)
+        ctx.eps, ctx.done = eps, False  # type: ignore[attr-defined]
+        base = logits if logits._base is None else logits._base  # a view's own tensor
+        ctx.overwrite = base.grad_fn is not None  # type: ignore[attr-defined]
         return loss, nll
 
     @staticmethod
@@ -45,18 +66,27 @@ class _SmoothedCrossEntropy(torch.autograd.Function):
     ) -> tuple[Tensor, None, None, None]:
         if ctx.done:  # type: ignore[attr-defined]
             raise RuntimeError("token_losses: backward through the same loss can run only once")
-        ctx.done = True  # type: ignore[attr-defined]
-        lprobs, target, real = ctx.saved_tensors  # type: ignore[attr-defined]
+        logits, target, real, lse = ctx.saved_tensors  # type: ignore[attr-defined]
         eps: float = ctx.eps  # type: ignore[attr-defined]
+        ctx.done = ctx.overwrite  # type: ignore[attr-defined]
+        grad = logits if ctx.overwrite else torch.empty_like(logits)  # type: ignore[attr-defined]
         # d loss = a * d NLL + b * d uniform, with d NLL = p - onehot, d uniform = p - 1/V
         a = ((1.0 - eps) * grad_loss + grad_nll) * real  # (N,), zero on padding rows
         b = (eps * grad_loss) * real
-        grad = lprobs.exp_()  # softmax, in place of the saved log-probabilities
-        grad.mul_((a + b).unsqueeze(1))
-        if eps != 0.0:
-            grad.sub_((b / grad.size(1)).unsqueeze(1))
-        grad.scatter_add_(1, target.unsqueeze(1), -a.unsqueeze(1))
-        return grad.to(ctx.logits_dtype), None, None, None  # type: ignore[attr-defined]
+        rows, width = logits.shape
+        widen = logits.dtype != lse.dtype
+        buffer = torch.empty(min(rows, max(1, BLOCK_ELEMENTS // width)), width,
+                             dtype=lse.dtype, device=logits.device) if widen else None
+        for start, end in _blocks(rows, width):
+            out = buffer[: end - start] if buffer is not None else grad[start:end]
+            torch.sub(logits[start:end], lse[start:end].unsqueeze(1), out=out)
+            out.exp_().mul_((a[start:end] + b[start:end]).unsqueeze(1))  # softmax, scaled
+            if eps != 0.0:
+                out.sub_((b[start:end] / width).unsqueeze(1))
+            out.scatter_add_(1, target[start:end].unsqueeze(1), -a[start:end].unsqueeze(1))
+            if buffer is not None:
+                grad[start:end] = out
+        return grad, None, None, None
 
 
 def token_losses(

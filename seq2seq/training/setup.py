@@ -28,6 +28,7 @@ from seq2seq.models import build_model
 from seq2seq.models.base import count_parameters
 from seq2seq.runtime import Runtime, dropout_seed, seed_everything
 from seq2seq.training.batches import TrainBatches
+from seq2seq.training.bf16 import BF16Compute, computes_in_bf16
 from seq2seq.training.ema import EMA
 from seq2seq.training.optim import Plateau, build_optimizer, learning_rate
 from seq2seq.training.stopping import Budget
@@ -78,8 +79,10 @@ def prepare_on_every_rank(cfg: DictConfig, rt: Runtime) -> PreparedData:
 
 
 def wrap_for_training(model: nn.Module, compile: bool, rt: Runtime) -> nn.Module:
-    """What the forward pass calls: `model`, compiled (dynamic shapes) and/or in DDP."""
-    step_model = torch.compile(model, dynamic=True) if compile else model
+    """What the forward pass calls: `model`, in bf16 with fp32 master weights on a CPU
+    (`BF16Compute`, for the Transformer), compiled (dynamic shapes) and/or in DDP."""
+    step_model = BF16Compute(model) if computes_in_bf16(model, rt.precision, rt.device) else model
+    step_model = torch.compile(step_model, dynamic=True) if compile else step_model
     if rt.distributed:
         ids = [rt.device.index] if rt.device.type == "cuda" else None
         step_model = DistributedDataParallel(step_model, device_ids=ids)
