@@ -33,7 +33,8 @@ class ModelConfigError(UserError, ValueError):
 def bf16_on_cpu(x: Tensor) -> bool:
     """Where torch 2.13's fused kernels are slow: in bf16 on a CPU its fused attention takes
     about 5x the time of matmul, softmax and matmul (forward and backward, B 64, H 4, T 32,
-    K 64; in fp32 they are on a par), and its dropout about 2x a mask and a multiply."""
+    K 64; in fp32 the fused one is faster), and F.dropout a little more than a mask and a
+    multiply (scripts/bf16_kernels.py)."""
     return x.dtype == torch.bfloat16 and x.device.type == "cpu"
 
 

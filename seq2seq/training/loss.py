@@ -19,8 +19,12 @@ from torch.autograd.function import FunctionCtx, once_differentiable
 BLOCK_ELEMENTS = 2**19  # fp32 elements of a block of rows: 2 MiB, one core's L2 on that Xeon
 
 
+def _rows_per_block(width: int) -> int:
+    return max(1, BLOCK_ELEMENTS // width)
+
+
 def _blocks(rows: int, width: int) -> list[tuple[int, int]]:
-    step = max(1, BLOCK_ELEMENTS // width)
+    step = _rows_per_block(width)
     return [(start, min(start + step, rows)) for start in range(0, rows, step)]
 
 
@@ -75,7 +79,7 @@ class _SmoothedCrossEntropy(torch.autograd.Function):
         b = (eps * grad_loss) * real
         rows, width = logits.shape
         widen = logits.dtype != lse.dtype
-        buffer = torch.empty(min(rows, max(1, BLOCK_ELEMENTS // width)), width,
+        buffer = torch.empty(min(rows, _rows_per_block(width)), width,
                              dtype=lse.dtype, device=logits.device) if widen else None
         for start, end in _blocks(rows, width):
             out = buffer[: end - start] if buffer is not None else grad[start:end]
