@@ -95,6 +95,26 @@ def keep_freed_memory() -> bool:
     )
 
 
+ONEDNN_PRIMITIVE_CACHE = 8  # oneDNN primitives kept (its default: 1024)
+
+
+def limit_onednn_primitive_cache(capacity: int = ONEDNN_PRIMITIVE_CACHE) -> bool:
+    """Keep few oneDNN primitives, unless ONEDNN_PRIMITIVE_CACHE_CAPACITY is set already.
+
+    bf16 matrix products on a CPU run through oneDNN, which builds a primitive (JIT kernels
+    and buffers) per shape and caches 1,024 of them. Every batch of a training run brings new
+    shapes, so the cache only fills: the docs Transformer in bf16 grew from 1.3 to 6.2 GiB
+    resident over 1,000 s (92 MiB of it JIT code after 30 updates), against a flat 1.4 GiB in
+    fp32. With 8 it levels off near 1.9 GiB after about 100 updates at the same speed. oneDNN
+    reads the variable when it makes its first primitive, so this must run before any bf16
+    matrix product. Returns whether it set the variable.
+    """
+    if "ONEDNN_PRIMITIVE_CACHE_CAPACITY" in os.environ:
+        return False
+    os.environ["ONEDNN_PRIMITIVE_CACHE_CAPACITY"] = str(capacity)
+    return True
+
+
 def release_freed_memory() -> bool:
     """Hand the pages of freed blocks back to the OS now (glibc's malloc_trim(0)).
 
@@ -209,6 +229,7 @@ def setup_runtime(
         torch.backends.cudnn.allow_tf32 = True
     if dev.type == "cpu":
         keep_freed_memory()
+        limit_onednn_primitive_cache()
     if threads:
         torch.set_num_threads(threads)
     elif world_size > 1 and dev.type == "cpu":

@@ -95,6 +95,54 @@ def test_loss_of_bf16_logits_is_computed_in_fp32_with_a_bf16_gradient() -> None:
     torch.testing.assert_close(loss, reference)
 
 
+@pytest.mark.parametrize("eps", [0.0, 0.1])
+@pytest.mark.parametrize("bias", [False, True], ids=["no-bias", "bias"])
+@pytest.mark.parametrize("dtype", [torch.float64, torch.bfloat16], ids=["fp64", "bf16"])
+def test_output_layer_and_loss_in_one_equal_autograd_of_cross_entropy(
+    eps: float, bias: bool, dtype: torch.dtype
+) -> None:
+    """linear_token_losses over three blocks of rows and a part: its sums and the gradients
+    of the features, the weight and the bias are those of torch's cross_entropy over
+    features @ weight.T + bias; bf16 features take fp32 weights (the master copy) and return
+    their gradients in fp32; the NLL has no gradient of its own."""
+    from seq2seq.training import loss as loss_module
+
+    torch.manual_seed(0)
+    vocab, width = 3001, 16
+    rows = 3 * (loss_module.LINEAR_BLOCK_ELEMENTS // vocab) + 7
+    master = torch.float64 if dtype == torch.float64 else torch.float32
+    features = torch.randn(rows, width, dtype=dtype, requires_grad=True)
+    weight = torch.randn(vocab, width, dtype=master).mul_(0.3).requires_grad_()
+    b = torch.randn(vocab, dtype=master, requires_grad=True) if bias else None
+    target = torch.randint(1, vocab, (rows,))
+    target[::5] = 0
+    scale = 0.37  # the loop scales the loss by 1 / tokens
+    loss, nll = loss_module.linear_token_losses(features, weight, b, target, 0, eps)
+    assert loss.dtype == master and not nll.requires_grad
+    (loss * scale).backward()
+    ours = [features.grad, weight.grad] + ([b.grad] if bias else [])
+    assert [g.dtype for g in ours] == [dtype, master] + ([master] if bias else [])
+    leaves = [t.detach().double().requires_grad_() for t in (features, weight)]
+    leaves += [b.detach().double().requires_grad_()] if bias else []
+    logits = leaves[0] @ leaves[1].t() + (leaves[2] if bias else 0.0)
+    args = dict(input=logits, target=target, ignore_index=0, reduction="sum")
+    reference = F.cross_entropy(**args, label_smoothing=eps)
+    tol = dict(rtol=1e-6, atol=1e-6) if dtype == torch.float64 else dict(rtol=2e-2, atol=1.0)
+    torch.testing.assert_close(loss.double(), reference, **tol)
+    torch.testing.assert_close(nll.double(), F.cross_entropy(**args), **tol)
+    (reference * scale).backward()
+    for mine, leaf in zip(ours, leaves, strict=True):
+        exact = leaf.grad
+        if dtype == torch.bfloat16:  # bf16 products: compare relative to the gradient's size
+            assert (mine.double() - exact).norm() < 2e-2 * exact.norm()
+        else:
+            torch.testing.assert_close(mine, exact, rtol=1e-6, atol=1e-6)
+    assert features.grad[::5].abs().max() == 0.0  # padding rows: no gradient
+    with torch.no_grad():  # no gradient wanted: the same sums
+        again, _ = loss_module.linear_token_losses(features, weight, b, target, 0, eps)
+    torch.testing.assert_close(again, loss.detach())
+
+
 def test_inverse_sqrt_warms_up_then_decays() -> None:
     lr = [learning_rate(s, "inverse_sqrt", 1e-3, warmup_steps=100) for s in (1, 50, 100, 400)]
     assert lr[0] == pytest.approx(1e-5)

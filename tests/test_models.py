@@ -323,6 +323,27 @@ def test_extra_padding_changes_nothing(make):
         assert torch.equal(padded_attn[..., src.size(1) :], torch.zeros(3, TGT_LEN, 4))
 
 
+@pytest.mark.parametrize(
+    "make",
+    [vanilla_model, bahdanau_model, luong_model, transformer_model],
+    ids=["vanilla", "bahdanau", "luong", "transformer"],
+)
+def test_project_false_returns_what_the_generator_projects(make):
+    """Training projects the features itself (linear_token_losses): at output_positions,
+    generator(features) are the logits, with dropout's same draws in training mode."""
+    model = make()
+    src, mask, tgt_in = make_batch()
+    positions = torch.tensor([0, 2, 5, 7])
+    for training in (False, True):
+        model.train(training)
+        torch.manual_seed(1)
+        logits, _ = model(src, mask, tgt_in, output_positions=positions)
+        torch.manual_seed(1)
+        features, _ = model(src, mask, tgt_in, output_positions=positions, project=False)
+        assert features.shape == (4, model.generator.in_features)
+        torch.testing.assert_close(model.generator(features), logits)
+
+
 def test_vanilla_has_no_attention_and_stepping_equals_teacher_forcing():
     model = vanilla_model(num_layers=2)
     src, mask, tgt_in = make_batch()

@@ -72,6 +72,42 @@ def test_freed_blocks_go_back_to_the_os_before_a_decode() -> None:
     assert float(out[1]) > 48  # the 64 MiB block's pages leave the process though it stays mapped
 
 
+JIT_CODE = """
+import re, sys, torch
+from seq2seq.runtime import setup_runtime
+setup_runtime("cpu", "bf16", 1, 0)
+w = torch.randn(512, 256, dtype=torch.bfloat16)
+for rows in range(100, 380, 7):  # 40 shapes, as 40 batches of a training run bring
+    (torch.randn(rows, 256, dtype=torch.bfloat16) @ w.t()).sum()
+kib, code = 0, False
+for line in open("/proc/self/smaps"):
+    head = re.match(r"^[0-9a-f]+-[0-9a-f]+ (\\S+) \\S+ \\S+ \\S+\\s*(.*)$", line)
+    if head:  # oneDNN's JIT kernels: anonymous executable mappings
+        code = head.group(1) == "rwxp" or (head.group(1) == "r-xp" and not head.group(2))
+    elif line.startswith("Rss:") and code:
+        kib += int(line.split()[1])
+print(kib, __import__("os").environ["ONEDNN_PRIMITIVE_CACHE_CAPACITY"])
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/self/smaps")
+def test_onednn_keeps_few_primitives_unless_the_user_sets_it() -> None:
+    """setup_runtime on a CPU caps oneDNN's primitive cache, which otherwise keeps the JIT
+    kernels of every shape a bf16 product has seen; a capacity the user set is kept."""
+    env = {k: v for k, v in os.environ.items() if k != "ONEDNN_PRIMITIVE_CACHE_CAPACITY"}
+    runs = {}
+    for capacity in (None, "1024"):
+        if capacity is not None:
+            env["ONEDNN_PRIMITIVE_CACHE_CAPACITY"] = capacity
+        out = subprocess.run([sys.executable, "-c", JIT_CODE], capture_output=True, text=True,
+                             check=True, env=env).stdout.split()
+        runs[capacity] = (int(out[0]), out[1])
+    assert runs[None][1] == "8" and runs["1024"][1] == "1024"
+    if runs["1024"][0] < 500:
+        pytest.skip("bf16 products here make no JIT kernels to keep")
+    assert runs[None][0] * 2 < runs["1024"][0]
+
+
 def test_precision_auto_is_fp32_on_the_cpu() -> None:
     import torch
 

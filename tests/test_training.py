@@ -205,7 +205,7 @@ def test_corrupt_and_missing_checkpoints_are_clear(tmp_path: Path) -> None:
 
 def poison_losses(monkeypatch: pytest.MonkeyPatch, bad_calls: set[int] | None) -> None:
     """Make the training loss NaN on the given training-step calls (None: from call 5 on)."""
-    real = update_module.token_losses
+    real = update_module.linear_token_losses
     calls = {"n": 0}
 
     def losses(*args, **kwargs):
@@ -216,7 +216,7 @@ def poison_losses(monkeypatch: pytest.MonkeyPatch, bad_calls: set[int] | None) -
         bad = calls["n"] >= 5 if bad_calls is None else calls["n"] in bad_calls
         return (loss * float("nan"), nll) if bad else (loss, nll)
 
-    monkeypatch.setattr(update_module, "token_losses", losses)
+    monkeypatch.setattr(update_module, "linear_token_losses", losses)
 
 
 def test_a_nan_loss_skips_the_step(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

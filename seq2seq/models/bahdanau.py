@@ -211,9 +211,11 @@ class Bahdanau(nn.Module):
         tgt_in: Tensor,
         need_attn: bool = True,
         output_positions: Tensor | None = None,
+        project: bool = True,
     ) -> tuple[Tensor, Tensor | None]:
         """Teacher forcing: tgt_in (B, T) -> logits (B, T, V) (or (N, V) at
-        output_positions), attention (B, T, S) or None.
+        output_positions), attention (B, T, S) or None; project=False: the generator's inputs
+        instead of logits.
 
         The decoder steps T times (each step's query is the previous step's state); what does
         not feed back, the embedding's gate and query terms and the output layer, runs once for
@@ -244,7 +246,8 @@ class Bahdanau(nn.Module):
             out = out + self.lexical(attn, enc.embedded)
         if output_positions is not None:
             out = out.flatten(0, 1).index_select(0, output_positions)  # (N, O)
-        logits = self.generator(self.dropout(out))  # (B, T, V) or (N, V)
+        out = self.dropout(out)
+        logits = self.generator(out) if project else out  # (B, T, V) or (N, V)
         return logits, attn if need_attn else None
 
     def cross_attention(self, src_ids: Tensor, src_mask: Tensor, tgt_in: Tensor) -> None:

@@ -87,13 +87,16 @@ class Seq2SeqModel(Protocol):
         tgt_in: Tensor,
         need_attn: bool = True,
         output_positions: Tensor | None = None,
+        project: bool = True,
     ) -> tuple[Tensor, Tensor | None]:
         """Teacher forcing: tgt_in (B, T) -> logits (B, T, V), attention (B, T, S) or None.
 
         need_attn=False lets a model skip computing weights it does not need (training).
         output_positions (N,): flat indices into the B * T target positions; the logits are
         then (N, V) for those positions only, so the output projection, the largest matrix
-        product of a small model, skips the padding.
+        product of a small model, skips the padding. project=False returns what the output
+        layer `generator` (an nn.Linear) would project, (..., O), in place of the logits, for
+        a loss that projects them itself (training.loss.linear_token_losses).
         """
         ...
 

@@ -173,9 +173,11 @@ class Luong(nn.Module):
         tgt_in: Tensor,
         need_attn: bool = True,
         output_positions: Tensor | None = None,
+        project: bool = True,
     ) -> tuple[Tensor, Tensor | None]:
         """Teacher forcing: tgt_in (B, T) -> logits (B, T, V) (or (N, V) at
-        output_positions), attention (B, T, S) or None."""
+        output_positions), attention (B, T, S) or None; project=False: the generator's inputs
+        instead of logits."""
         enc = self.encode(src_ids, src_mask)
         state = self.init_state(enc)
         emb = self.dropout(self.tgt_emb(tgt_in))  # (B, T, E)
@@ -195,7 +197,8 @@ class Luong(nn.Module):
             out = out + self.lexical(attn, enc.embedded)
         if output_positions is not None:
             out = out.flatten(0, 1).index_select(0, output_positions)  # (N, O)
-        logits = self.generator(self.dropout(out))  # (B, T, V) or (N, V)
+        out = self.dropout(out)
+        logits = self.generator(out) if project else out  # (B, T, V) or (N, V)
         return logits, attn if need_attn else None
 
     def cross_attention(self, src_ids: Tensor, src_mask: Tensor, tgt_in: Tensor) -> None:

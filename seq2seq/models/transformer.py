@@ -381,15 +381,15 @@ class Transformer(nn.Module):
         tgt_in: Tensor,
         need_attn: bool = True,
         output_positions: Tensor | None = None,
+        project: bool = True,
     ) -> tuple[Tensor, Tensor | None]:
-        """Teacher forcing: tgt_in (B, T) -> logits (B, T, V) (or (N, V) at
-        output_positions) and, with need_attn, the last layer's cross-attention averaged over
-        heads (B, T, S)."""
+        """Teacher forcing: tgt_in (B, T) -> logits (B, T, V) (or (N, V) at output_positions;
+        project=False: the generator's inputs), last layer's cross-attention mean over heads."""
         enc = self.encode(src_ids, src_mask)
         out, weights = self._decode(tgt_in, enc, need_attn)
         if output_positions is not None:
             out = out.flatten(0, 1).index_select(0, output_positions)  # (N, D)
-        logits = self.generator(out)
+        logits = self.generator(out) if project else out
         last = weights[-1]
         return logits, last.mean(dim=1) if last is not None else None
 

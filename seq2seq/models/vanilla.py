@@ -115,9 +115,10 @@ class VanillaSeq2Seq(nn.Module):
         tgt_in: Tensor,
         need_attn: bool = True,
         output_positions: Tensor | None = None,
+        project: bool = True,
     ) -> tuple[Tensor, None]:
         """Teacher forcing: tgt_in (B, T) -> logits (B, T, V) (or (N, V) at
-        output_positions) and no attention.
+        output_positions) and no attention; project=False: the generator's inputs instead.
 
         c is the same at every step, so the decoder RNN runs over the whole target in one call.
         """
@@ -129,7 +130,8 @@ class VanillaSeq2Seq(nn.Module):
         out = self._output(tops, emb, context)  # (B, T, O)
         if output_positions is not None:
             out = out.flatten(0, 1).index_select(0, output_positions)  # (N, O)
-        return self.generator(self.dropout(out)), None
+        out = self.dropout(out)
+        return self.generator(out) if project else out, None
 
     def cross_attention(self, src_ids: Tensor, src_mask: Tensor, tgt_in: Tensor) -> None:
         """No attention at all."""

@@ -6,8 +6,9 @@ casts and the fp32 element-wise work eat the matrix units' gain (the Transformer
 docs/benchmark.md). `BF16Compute` instead casts every floating parameter and buffer once per
 forward pass and runs the whole model in bf16, so activations stay bf16 from block to block.
 The cast is differentiable: the gradients reach the fp32 parameters (the master weights the
-optimizer and its state keep), summed in fp32 across micro-batches. The loss
-(`token_losses`) takes bf16 logits and accumulates in fp32.
+optimizer and its state keep), summed in fp32 across micro-batches. The output layer and the
+loss (`linear_token_losses`) take the bf16 features and the fp32 output weight: bf16 products,
+fp32 sums and an fp32 gradient for the weight.
 
 The recurrent models keep autocast: `nn.GRU`/`nn.LSTM` run from a flat list of their weights
 that swapping the module's parameters does not reach, and autocast is already faster than fp32

@@ -111,3 +111,97 @@ def token_losses(
         logits.flatten(0, -2), target.flatten(), pad_id, float(label_smoothing)
     )
     return loss, nll.detach()
+
+
+LINEAR_BLOCK_ELEMENTS = 2**22  # logits of a block of rows in `linear_token_losses`: 16 MiB fp32
+
+
+class _LinearSmoothedCrossEntropy(torch.autograd.Function):
+    """`_SmoothedCrossEntropy` of features @ weight.T (+ bias), one block of rows at a time.
+
+    For each block the forward makes the logits, their two sums and, when a gradient is
+    wanted, the gradient of the logits in closed form, and multiplies it out into the
+    gradients of the features, the weight and the bias at once; backward only scales them by
+    the incoming gradient. The (N, V) logits never exist: one block's buffers (reused from
+    block to block and, same-sized, from step to step) replace them, which on a CPU also saves
+    the page faults of a fresh (N, V) tensor each step. Matrix products run in the features'
+    dtype (bf16 features take a bf16 copy of the weight), sums and the weight's and bias's
+    gradients are accumulated in fp32. The NLL output is not differentiable.
+    """
+
+    @staticmethod
+    def forward(  # type: ignore[override]
+        ctx: FunctionCtx, features: Tensor, weight: Tensor, bias: Tensor | None, target: Tensor,
+        pad_id: int, eps: float,
+    ) -> tuple[Tensor, Tensor]:
+        rows, width = features.shape[0], weight.shape[0]
+        compute = features.dtype
+        acc = torch.promote_types(compute, torch.float32)
+        w = weight.to(compute)
+        b = None if bias is None else bias.to(compute)
+        want_grad = any(ctx.needs_input_grad[:3])  # type: ignore[attr-defined]
+        real = (target != pad_id).to(acc)  # (N,)
+        coef_nll, coef_uniform = (1.0 - eps) * real, eps * real  # d loss / d NLL, d uniform
+        grad_features = torch.empty_like(features) if want_grad else None
+        grad_weight = torch.zeros(weight.shape, dtype=acc, device=weight.device)
+        grad_bias = None if bias is None else torch.zeros(width, dtype=acc, device=bias.device)
+        nll, uniform = torch.zeros((), dtype=acc, device=features.device), None
+        if eps != 0.0:
+            uniform = torch.zeros((), dtype=acc, device=features.device)
+        step = max(1, LINEAR_BLOCK_ELEMENTS // width)
+        for start in range(0, rows, step):
+            end = min(start + step, rows)
+            x = features[start:end]
+            z = x @ w.t() if b is None else torch.addmm(b, x, w.t())  # (n, V)
+            z = z.to(acc)  # no copy for fp32
+            lse = torch.logsumexp(z, dim=1)
+            t = target[start:end].unsqueeze(1)
+            picked = z.gather(1, t).squeeze(1)
+            nll += ((lse - picked) * real[start:end]).sum()
+            if uniform is not None:
+                uniform += ((lse - z.mean(dim=1)) * real[start:end]).sum()
+            if not want_grad:
+                continue
+            a, c = coef_nll[start:end], coef_uniform[start:end]
+            z.sub_(lse.unsqueeze(1)).exp_().mul_((a + c).unsqueeze(1))  # softmax, scaled
+            if eps != 0.0:
+                z.sub_((c / width).unsqueeze(1))
+            z.scatter_add_(1, t, -a.unsqueeze(1))  # now d loss / d logits
+            g = z.to(compute)
+            torch.mm(g, w, out=grad_features[start:end])  # type: ignore[index]
+            grad_weight += (g.t() @ x).to(acc)
+            if grad_bias is not None:
+                grad_bias += g.sum(dim=0, dtype=acc)
+        loss = nll.clone() if uniform is None else (1.0 - eps) * nll + eps * uniform
+        ctx.save_for_backward(grad_features, grad_weight, grad_bias)
+        ctx.dtypes = (weight.dtype, None if bias is None else bias.dtype)  # type: ignore[attr-defined]
+        ctx.mark_non_differentiable(nll)
+        return loss, nll
+
+    @staticmethod
+    @once_differentiable
+    def backward(  # type: ignore[override]
+        ctx: FunctionCtx, grad_loss: Tensor, grad_nll: Tensor | None
+    ) -> tuple[Tensor | None, Tensor | None, Tensor | None, None, None, None]:
+        grad_features, grad_weight, grad_bias = ctx.saved_tensors  # type: ignore[attr-defined]
+        weight_dtype, bias_dtype = ctx.dtypes  # type: ignore[attr-defined]
+        scale = grad_loss.to(grad_weight.dtype)
+        return (
+            None if grad_features is None else grad_features * scale.to(grad_features.dtype),
+            (grad_weight * scale).to(weight_dtype),
+            None if grad_bias is None else (grad_bias * scale).to(bias_dtype),
+            None, None, None,
+        )
+
+
+def linear_token_losses(
+    features: Tensor, weight: Tensor, bias: Tensor | None, target: Tensor, pad_id: int,
+    label_smoothing: float = 0.0,
+) -> tuple[Tensor, Tensor]:
+    """`token_losses` of the logits features @ weight.T + bias, the output layer and the loss
+    in one (`_LinearSmoothedCrossEntropy`): features (N, O) (bf16 or fp32), the output layer's
+    weight (V, O) and bias (V,) or None, target (N,). Returns (smoothed loss sum, NLL sum)."""
+    loss, nll = _LinearSmoothedCrossEntropy.apply(
+        features, weight, bias, target, pad_id, float(label_smoothing)
+    )
+    return loss, nll.detach()

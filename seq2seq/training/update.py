@@ -13,7 +13,7 @@ from seq2seq.data.batching import Batch
 from seq2seq.runtime import Runtime, all_reduce_sum
 from seq2seq.tokenization import PAD_ID
 from seq2seq.training.ema import EMA
-from seq2seq.training.loss import token_losses
+from seq2seq.training.loss import linear_token_losses
 
 
 class Update:
@@ -48,6 +48,7 @@ class Update:
         self.learning_rate = learning_rate
         self.label_smoothing, self.clip_norm = label_smoothing, clip_norm
         self.scaler, self.ema = scaler, ema
+        self.generator: nn.Linear = model.generator  # type: ignore[assignment]  # the output layer
 
     def __call__(self, micro: list[Batch], number: int) -> tuple[Tensor, Tensor, Tensor, Tensor]:
         """Forward/backward over the micro-batches and update number `number` (1-based).
@@ -77,12 +78,14 @@ class Update:
             with sync:
                 real = batch.tgt_positions  # (N,): no logits are computed for padding
                 with rt.autocast():
-                    logits, _ = self.step_model(
+                    features, _ = self.step_model(
                         batch.src, batch.src_mask, batch.tgt_in, need_attn=False,
-                        output_positions=real,
-                    )  # (N, V)
+                        output_positions=real, project=False,
+                    )  # (N, O): the output layer and the loss are one (linear_token_losses)
                 target = batch.tgt_out.flatten().index_select(0, real)  # (N,)
-                loss, nll = token_losses(logits, target, PAD_ID, self.label_smoothing)
+                loss, nll = linear_token_losses(features, self.generator.weight,
+                                                self.generator.bias, target, PAD_ID,
+                                                self.label_smoothing)
                 loss = loss * scale
                 if self.scaler is not None:
                     self.scaler.scale(loss).backward()

@@ -36,7 +36,7 @@ from seq2seq.evaluation.decode_and_score import (
 from seq2seq.evaluation.hypotheses import write_hypotheses
 from seq2seq.runtime import Runtime, release_freed_memory
 from seq2seq.tokenization import EOS_ID, PAD_ID, Tokenizer
-from seq2seq.training.loss import token_losses
+from seq2seq.training.loss import linear_token_losses
 from seq2seq.visualization import attention_heatmap, head_grid
 
 
@@ -110,9 +110,11 @@ class Validator:
                     indices, pad_to_multiple=self.pad_to_multiple,
                 ).to(self.rt.device, non_blocking=self.rt.device.type == "cuda")
                 with self.rt.autocast():
-                    logits, _ = self.model(batch.src, batch.src_mask, batch.tgt_in,
-                                           need_attn=False)
-                _, nll = token_losses(logits, batch.tgt_out, PAD_ID)
+                    features, _ = self.model(batch.src, batch.src_mask, batch.tgt_in,
+                                             need_attn=False, project=False)
+                generator = self.model.generator
+                _, nll = linear_token_losses(features.flatten(0, 1), generator.weight,
+                                             generator.bias, batch.tgt_out.flatten(), PAD_ID)
                 total += nll.item()
                 tokens += batch.num_tgt_tokens
         return total / max(tokens, 1)
