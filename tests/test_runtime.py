@@ -10,7 +10,13 @@ from pathlib import Path
 
 import pytest
 
-from seq2seq.runtime import ProcessGroupEnv, first_host, pick_precision, process_group_env
+from seq2seq.runtime import (
+    ONEDNN_PRIMITIVE_CACHE,
+    ProcessGroupEnv,
+    first_host,
+    pick_precision,
+    process_group_env,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -77,7 +83,7 @@ import re, sys, torch
 from seq2seq.runtime import setup_runtime
 setup_runtime("cpu", "bf16", 1, 0)
 w = torch.randn(512, 256, dtype=torch.bfloat16)
-for rows in range(100, 380, 7):  # 40 shapes, as 40 batches of a training run bring
+for rows in range(100, 1000, 3):  # 300 shapes, as a few batches of a training run bring
     (torch.randn(rows, 256, dtype=torch.bfloat16) @ w.t()).sum()
 kib, code = 0, False
 for line in open("/proc/self/smaps"):
@@ -102,10 +108,10 @@ def test_onednn_keeps_few_primitives_unless_the_user_sets_it() -> None:
         out = subprocess.run([sys.executable, "-c", JIT_CODE], capture_output=True, text=True,
                              check=True, env=env).stdout.split()
         runs[capacity] = (int(out[0]), out[1])
-    assert runs[None][1] == "8" and runs["1024"][1] == "1024"
+    assert runs[None][1] == str(ONEDNN_PRIMITIVE_CACHE) and runs["1024"][1] == "1024"
     if runs["1024"][0] < 500:
         pytest.skip("bf16 products here make no JIT kernels to keep")
-    assert runs[None][0] * 2 < runs["1024"][0]
+    assert runs[None][0] < 0.75 * runs["1024"][0]
 
 
 def test_precision_auto_is_fp32_on_the_cpu() -> None:

@@ -119,8 +119,9 @@ LINEAR_BLOCK_ELEMENTS = 2**22  # logits of a block of rows in `linear_token_loss
 class _LinearSmoothedCrossEntropy(torch.autograd.Function):
     """`_SmoothedCrossEntropy` of features @ weight.T (+ bias), one block of rows at a time.
 
-    For each block the forward makes the logits, their two sums and, when a gradient is
-    wanted, the gradient of the logits in closed form, and multiplies it out into the
+    For each block of rows the forward makes the logits, their two sums and, when a gradient is
+    wanted, the gradient of the logits in closed form (over the logits, in cache-sized pieces
+    widened to fp32, as `_SmoothedCrossEntropy` does), and multiplies it out into the
     gradients of the features, the weight and the bias at once; backward only scales them by
     the incoming gradient. The (N, V) logits never exist: one block's buffers (reused from
     block to block and, same-sized, from step to step) replace them, which on a CPU also saves
@@ -153,25 +154,30 @@ class _LinearSmoothedCrossEntropy(torch.autograd.Function):
             end = min(start + step, rows)
             x = features[start:end]
             z = x @ w.t() if b is None else torch.addmm(b, x, w.t())  # (n, V)
-            z = z.to(acc)  # no copy for fp32
-            lse = torch.logsumexp(z, dim=1)
-            t = target[start:end].unsqueeze(1)
-            picked = z.gather(1, t).squeeze(1)
-            nll += ((lse - picked) * real[start:end]).sum()
-            if uniform is not None:
-                uniform += ((lse - z.mean(dim=1)) * real[start:end]).sum()
-            if not want_grad:
-                continue
-            a, c = coef_nll[start:end], coef_uniform[start:end]
-            z.sub_(lse.unsqueeze(1)).exp_().mul_((a + c).unsqueeze(1))  # softmax, scaled
-            if eps != 0.0:
-                z.sub_((c / width).unsqueeze(1))
-            z.scatter_add_(1, t, -a.unsqueeze(1))  # now d loss / d logits
-            g = z.to(compute)
-            torch.mm(g, w, out=grad_features[start:end])  # type: ignore[index]
-            grad_weight += (g.t() @ x).to(acc)
-            if grad_bias is not None:
-                grad_bias += g.sum(dim=0, dtype=acc)
+            for first, last in _blocks(end - start, width):  # the sums in cache-sized pieces
+                rows_z = z[first:last]
+                block = rows_z.to(acc)  # fp32: rows_z itself
+                lse = torch.logsumexp(block, dim=1)
+                t = target[start + first:start + last].unsqueeze(1)
+                kept = real[start + first:start + last]
+                nll += ((lse - block.gather(1, t).squeeze(1)) * kept).sum()
+                if uniform is not None:
+                    uniform += ((lse - block.mean(dim=1)) * kept).sum()
+                if not want_grad:
+                    continue
+                a = coef_nll[start + first:start + last]
+                c = coef_uniform[start + first:start + last]
+                block.sub_(lse.unsqueeze(1)).exp_().mul_((a + c).unsqueeze(1))  # softmax, scaled
+                if eps != 0.0:
+                    block.sub_((c / width).unsqueeze(1))
+                block.scatter_add_(1, t, -a.unsqueeze(1))  # now d loss / d logits
+                if block.data_ptr() != rows_z.data_ptr():
+                    rows_z.copy_(block)
+            if want_grad:  # z holds d loss / d logits
+                torch.mm(z, w, out=grad_features[start:end])  # type: ignore[index]
+                grad_weight += (z.t() @ x).to(acc)
+                if grad_bias is not None:
+                    grad_bias += z.sum(dim=0, dtype=acc)
         loss = nll.clone() if uniform is None else (1.0 - eps) * nll + eps * uniform
         ctx.save_for_backward(grad_features, grad_weight, grad_bias)
         ctx.dtypes = (weight.dtype, None if bias is None else bias.dtype)  # type: ignore[attr-defined]
