@@ -103,13 +103,13 @@ def limit_onednn_primitive_cache(capacity: int = ONEDNN_PRIMITIVE_CACHE) -> bool
 
     bf16 matrix products on a CPU run through oneDNN, which builds a primitive (JIT kernels
     and buffers) per shape and caches 1,024 of them. Every batch of a training run brings new
-    shapes, so the cache only fills: the docs Transformer in bf16 grew from 1.3 to 6.2 GiB
-    resident over 1,000 s (92 MiB of it JIT code after 30 updates), against a flat 1.4 GiB in
-    fp32. 64 holds the shapes of one update (its layers repeat them), so a step still finds
-    its primitives: with 8 the docs Bahdanau in bf16 made 1,214 tokens/s against 1,677 with 64
-    and 1,662 with 1,024, and its training peak was 2,328 MiB with 64 against 2,765 with 1,024
-    (docs/benchmark.md). oneDNN reads the variable when it makes its first primitive, so this
-    must run before any bf16 matrix product. Returns whether it set the variable.
+    shapes, so the cache only fills: the docs Transformer in bf16 grew to 6.0 GiB resident
+    over 1,000 s (92 MiB of JIT code after 30 updates), against a flat 1.4 GiB in fp32. Too
+    small a cache rebuilds the primitives an update reuses. The docs Bahdanau in bf16 made
+    1,214 tokens/s with 8, 1,677 with 64 and 1,662 with 1,024, and its training peak was
+    2,328 MiB with 64 against 2,765 with 1,024 (docs/benchmark.md). oneDNN reads the
+    variable when it makes its first primitive, so this must run before any bf16 matrix
+    product. Returns whether it set the variable.
     """
     if "ONEDNN_PRIMITIVE_CACHE_CAPACITY" in os.environ:
         return False
