@@ -28,6 +28,17 @@ def _blocks(rows: int, width: int) -> list[tuple[int, int]]:
     return [(start, min(start + step, rows)) for start in range(0, rows, step)]
 
 
+def _logit_gradient(out: Tensor, logits: Tensor, lse: Tensor, a: Tensor, b: Tensor,
+                    target: Tensor, eps: float) -> None:
+    """Write a * d NLL + b * d uniform over rows of logits into `out` (may be `logits`):
+    softmax(z) * (a + b) - b / V - a * onehot(target), with a, b (n,) and target (n, 1)."""
+    torch.sub(logits, lse.unsqueeze(1), out=out)
+    out.exp_().mul_((a + b).unsqueeze(1))  # softmax, scaled
+    if eps != 0.0:
+        out.sub_((b / out.shape[1]).unsqueeze(1))
+    out.scatter_add_(1, target, -a.unsqueeze(1))
+
+
 class _SmoothedCrossEntropy(torch.autograd.Function):
     """Sums over rows: (1 - eps) * NLL + eps * mean_v(-log p_v), and the plain NLL.
 
@@ -83,11 +94,8 @@ class _SmoothedCrossEntropy(torch.autograd.Function):
                              dtype=lse.dtype, device=logits.device) if widen else None
         for start, end in _blocks(rows, width):
             out = buffer[: end - start] if buffer is not None else grad[start:end]
-            torch.sub(logits[start:end], lse[start:end].unsqueeze(1), out=out)
-            out.exp_().mul_((a[start:end] + b[start:end]).unsqueeze(1))  # softmax, scaled
-            if eps != 0.0:
-                out.sub_((b[start:end] / width).unsqueeze(1))
-            out.scatter_add_(1, target[start:end].unsqueeze(1), -a[start:end].unsqueeze(1))
+            _logit_gradient(out, logits[start:end], lse[start:end], a[start:end],
+                            b[start:end], target[start:end].unsqueeze(1), eps)
             if buffer is not None:
                 grad[start:end] = out
         return grad, None, None, None
@@ -124,10 +132,10 @@ class _LinearSmoothedCrossEntropy(torch.autograd.Function):
     widened to fp32, as `_SmoothedCrossEntropy` does), and multiplies it out into the
     gradients of the features, the weight and the bias at once; backward only scales them by
     the incoming gradient. The (N, V) logits never exist: one block's buffers (reused from
-    block to block and, same-sized, from step to step) replace them, which on a CPU also saves
-    the page faults of a fresh (N, V) tensor each step. Matrix products run in the features'
-    dtype (bf16 features take a bf16 copy of the weight), sums and the weight's and bias's
-    gradients are accumulated in fp32. The NLL output is not differentiable.
+    block to block and, same-sized, from step to step) replace them. Matrix products run in
+    the features' dtype (bf16 features take a bf16 copy of the weight), sums and the weight's
+    and bias's gradients are accumulated in fp32. The NLL output is not differentiable; the
+    closed-form gradient is `_logit_gradient`, shared with `_SmoothedCrossEntropy`.
     """
 
     @staticmethod
@@ -143,9 +151,12 @@ class _LinearSmoothedCrossEntropy(torch.autograd.Function):
         want_grad = any(ctx.needs_input_grad[:3])  # type: ignore[attr-defined]
         real = (target != pad_id).to(acc)  # (N,)
         coef_nll, coef_uniform = (1.0 - eps) * real, eps * real  # d loss / d NLL, d uniform
-        grad_features = torch.empty_like(features) if want_grad else None
-        grad_weight = torch.zeros(weight.shape, dtype=acc, device=weight.device)
-        grad_bias = None if bias is None else torch.zeros(width, dtype=acc, device=bias.device)
+        grad_features = grad_weight = grad_bias = None
+        if want_grad:
+            grad_features = torch.empty_like(features)
+            grad_weight = torch.zeros(weight.shape, dtype=acc, device=weight.device)
+            if bias is not None:
+                grad_bias = torch.zeros(width, dtype=acc, device=bias.device)
         nll, uniform = torch.zeros((), dtype=acc, device=features.device), None
         if eps != 0.0:
             uniform = torch.zeros((), dtype=acc, device=features.device)
@@ -165,15 +176,11 @@ class _LinearSmoothedCrossEntropy(torch.autograd.Function):
                     uniform += ((lse - block.mean(dim=1)) * kept).sum()
                 if not want_grad:
                     continue
-                a = coef_nll[start + first:start + last]
-                c = coef_uniform[start + first:start + last]
-                block.sub_(lse.unsqueeze(1)).exp_().mul_((a + c).unsqueeze(1))  # softmax, scaled
-                if eps != 0.0:
-                    block.sub_((c / width).unsqueeze(1))
-                block.scatter_add_(1, t, -a.unsqueeze(1))  # now d loss / d logits
+                _logit_gradient(block, block, lse, coef_nll[start + first:start + last],
+                                coef_uniform[start + first:start + last], t, eps)
                 if block.data_ptr() != rows_z.data_ptr():
                     rows_z.copy_(block)
-            if want_grad:  # z holds d loss / d logits
+            if grad_weight is not None:  # z holds d loss / d logits
                 torch.mm(z, w, out=grad_features[start:end])  # type: ignore[index]
                 grad_weight += (z.t() @ x).to(acc)
                 if grad_bias is not None:
@@ -193,7 +200,7 @@ class _LinearSmoothedCrossEntropy(torch.autograd.Function):
         weight_dtype, bias_dtype = ctx.dtypes  # type: ignore[attr-defined]
         scale = grad_loss.to(grad_weight.dtype)
         return (
-            None if grad_features is None else grad_features * scale.to(grad_features.dtype),
+            grad_features * scale.to(grad_features.dtype),
             (grad_weight * scale).to(weight_dtype),
             None if grad_bias is None else (grad_bias * scale).to(bias_dtype),
             None, None, None,
