@@ -275,6 +275,7 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
     from seq2seq.decoding import decode_settings
     from seq2seq.errors import UserError
     from seq2seq.evaluation.decode_and_score import decode_ids
+    from seq2seq.models import is_recurrent
     from seq2seq.models.base import count_parameters
     from seq2seq.runtime import peak_memory_mib, setup_runtime
     from seq2seq.training.setup import build_parts
@@ -283,7 +284,7 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="benchmark-") as tmp:
         cfg = compose_variant(args.preset, variant, args.device, tmp, args.overrides)
         t = cfg.trainer
-        rt = setup_runtime(t.device, t.precision, t.threads, t.seed)
+        rt = setup_runtime(t.device, t.precision, t.threads, t.seed, is_recurrent(cfg.model))
         cuda = rt.device.type == "cuda"
 
         def sync() -> None:

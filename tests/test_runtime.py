@@ -114,12 +114,44 @@ def test_onednn_keeps_few_primitives_unless_the_user_sets_it() -> None:
     assert runs[None][0] < 0.75 * runs["1024"][0]
 
 
-def test_precision_auto_is_fp32_on_the_cpu() -> None:
+# torch.cpu.get_capabilities() of three kinds of CPU, the keys pick_precision reads
+EPYC = {"cpu_name": "AMD EPYC", "avx512_bf16": True, "amx_bf16": False, "amx_tile": False}
+AVX2 = {"cpu_name": "Intel Core", "avx2": True, "avx512_bf16": False, "amx_bf16": False}
+SAPPHIRE_RAPIDS = {"cpu_name": "Intel Xeon", "avx512_bf16": True, "amx_bf16": True,
+                   "amx_tile": True}
+
+
+@pytest.mark.parametrize(
+    ("capabilities", "recurrent", "expected"),
+    [(EPYC, False, "bf16"), (EPYC, True, "fp32"), (AVX2, False, "fp32"), (AVX2, True, "fp32"),
+     (SAPPHIRE_RAPIDS, False, "bf16"), (SAPPHIRE_RAPIDS, True, "fp32"), ({}, False, "fp32")],
+)
+def test_precision_auto_on_a_cpu_takes_bf16_only_with_bf16_units_and_no_recurrent_cell(
+    monkeypatch: pytest.MonkeyPatch, capabilities: dict, recurrent: bool, expected: str
+) -> None:
+    """auto on a CPU: bf16 for the Transformer where the CPU multiplies bf16 natively (AMX on
+    a Xeon, AVX512-BF16 on an EPYC); fp32 on a CPU without either (AVX2) and for the
+    recurrent models. The capabilities are faked only to test the choice; an explicit
+    precision is kept on any CPU."""
     import torch
 
-    assert pick_precision("auto", torch.device("cpu")) == "fp32"
+    monkeypatch.setattr(torch.cpu, "get_capabilities", lambda: capabilities)
+    cpu = torch.device("cpu")
+    assert pick_precision("auto", cpu, recurrent=recurrent) == expected
+    assert pick_precision("bf16", cpu, recurrent=True) == "bf16"
+    assert pick_precision("fp32", cpu) == "fp32"
     with pytest.raises(ValueError, match="precision"):
-        pick_precision("fp8", torch.device("cpu"))
+        pick_precision("fp8", cpu)
+
+
+def test_precision_auto_reads_this_cpu() -> None:
+    """Unfaked, auto follows what torch reports of this CPU."""
+    import torch
+
+    found = torch.cpu.get_capabilities()
+    units = found["amx_bf16"] or found["avx512_bf16"]
+    assert pick_precision("auto", torch.device("cpu")) == ("bf16" if units else "fp32")
+    assert pick_precision("auto", torch.device("cpu"), recurrent=True) == "fp32"
 
 
 @pytest.mark.parametrize(

@@ -18,3 +18,9 @@ def build_model(model_cfg: object, src_vocab_size: int, tgt_vocab_size: int) -> 
         The model, on the CPU, in training mode.
     """
     return instantiate(model_cfg, src_vocab_size=src_vocab_size, tgt_vocab_size=tgt_vocab_size)
+
+
+def is_recurrent(model_cfg: object) -> bool:
+    """Whether the model a config names steps a recurrent cell (vanilla, Bahdanau, Luong): the
+    RNN configs name one (`cell: gru | lstm`), the Transformer has none."""
+    return "cell" in model_cfg  # type: ignore[operator]

@@ -21,6 +21,7 @@ from tqdm import tqdm
 from seq2seq.checkpoint import Progress, find_resume_checkpoint
 from seq2seq.data.batching import padding_fraction
 from seq2seq.errors import UserError
+from seq2seq.models import is_recurrent
 from seq2seq.models.base import count_parameters
 from seq2seq.runtime import peak_memory_mib, setup_runtime, teardown
 from seq2seq.training.setup import TrainingParts, build_parts, prepare_on_every_rank
@@ -119,7 +120,7 @@ def train(cfg: DictConfig) -> dict[str, Any]:
     "best_valid_bleu" is what a Hydra sweeper optimises (None before any evaluation).
     """
     t = cfg.trainer
-    rt = setup_runtime(t.device, t.precision, t.threads, t.seed)
+    rt = setup_runtime(t.device, t.precision, t.threads, t.seed, is_recurrent(cfg.model))
     run_dir = Path(cfg.run_dir)
     try:
         if rt.is_main:
