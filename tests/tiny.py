@@ -63,7 +63,7 @@ QUICK_TRAINER = [
     "trainer.batch_tokens=256", "trainer.max_time=null", "trainer.max_steps=20",
     "trainer.eval_every=10", "trainer.save_every=10", "trainer.log_every=5",
     "trainer.progress=false", "trainer.threads=1", "trainer.device=cpu",
-    "trainer.precision=fp32",  # auto is bf16 on CPUs with AMX: the same sums on every CPU
+    "trainer.precision=fp32",  # auto may be bf16 (runtime.pick_precision): same sums everywhere
     "decoding.beam_size=2",
 ]
 
