@@ -48,8 +48,9 @@ from seq2seq.visualization import (
 )
 
 CONFIG_DIR = Path(__file__).resolve().parents[1] / "configs"
-COLUMNS = [
-    "variant", "parameters", "steps", "train_time_s", "train_tokens_per_s", "valid_bleu",
+COLUMNS = [  # peak_memory_mib: the training process's on the CPU, before / after its final test
+    "variant", "parameters", "steps", "train_time_s", "train_tokens_per_s",
+    "peak_memory_mib_training", "peak_memory_mib", "valid_bleu",
     "test_bleu_greedy", "test_bleu_beam5", "test_chrf_beam5", "aer", "aer_diagonal",
     "aer_shifted", "sure_accuracy", "copy_accuracy", "aer_best_head", "aer_shift_att",
     "probe_translation", "probe_weights",
@@ -103,10 +104,9 @@ def tokens_per_second(run_dir: Path) -> float | None:
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
     events = EventAccumulator(str(run_dir / "tensorboard")).Reload()
-    if "train/tokens_per_s" not in events.Tags()["scalars"]:
-        return None
-    values = [e.value for e in events.Scalars("train/tokens_per_s")]
-    return sum(values) / len(values)
+    values = [e.value for e in events.Scalars("train/tokens_per_s")
+              ] if "train/tokens_per_s" in events.Tags()["scalars"] else []
+    return sum(values) / len(values) if values else None
 
 
 def study_variant(variant: str, run_dir: Path, metrics: dict[str, Any]) -> dict[str, Any]:
@@ -155,6 +155,8 @@ def study_variant(variant: str, run_dir: Path, metrics: dict[str, Any]) -> dict[
         "steps": metrics["steps"],
         "train_time_s": metrics["train_time"],
         "train_tokens_per_s": tokens_per_second(run_dir),
+        "peak_memory_mib_training": metrics.get("peak_memory_mib_training"),
+        "peak_memory_mib": metrics.get("peak_memory_mib"),
         "valid_bleu": metrics["best_valid_bleu"],
         "test_bleu_greedy": greedy.scores.bleu,
         "test_bleu_beam5": test_metrics["bleu"],

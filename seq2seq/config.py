@@ -156,6 +156,7 @@ class DecodingConfig:
     max_len_a: float = MISSING
     max_len_b: int = MISSING
     batch_size: int = MISSING
+    batch_tokens: int = MISSING
 
 
 @dataclass

@@ -7,7 +7,7 @@ import random
 import pytest
 import torch
 
-from seq2seq.data.batching import collate, padding_fraction, token_batches
+from seq2seq.data.batching import budget_chunks, collate, padding_fraction, token_batches
 from seq2seq.errors import UserError
 from seq2seq.tokenization import BOS_ID, EOS_ID, PAD_ID
 
@@ -98,3 +98,27 @@ def test_ddp_shards_are_equal_length_and_disjoint(world_size: int) -> None:
 def test_too_few_batches_for_the_processes() -> None:
     with pytest.raises(UserError, match="cannot feed 4 processes"):
         token_batches([3, 3], [3, 3], 100, shuffle=True, seed=0, epoch=0, rank=0, world_size=4)
+
+
+def test_budget_chunks_keep_order_and_bound_items_and_cost() -> None:
+    rng = random.Random(3)
+    sizes = [rng.randint(1, 60) for _ in range(200)]
+    order = sorted(range(200), key=lambda i: sizes[i], reverse=True)
+    chunks = budget_chunks(order, sizes, max_items=16, budget=300)
+    assert [i for chunk in chunks for i in chunk] == order  # consecutive, nothing lost
+    for chunk in chunks:
+        assert len(chunk) <= 16
+        assert len(chunk) == 1 or len(chunk) * max(sizes[i] for i in chunk) <= 300
+    # long items get short chunks, short ones fill max_items
+    assert len(chunks[0]) == 300 // sizes[order[0]]
+    # a chunk closes only when the next item would break a bound
+    for chunk, after in zip(chunks, chunks[1:], strict=False):
+        grown = max(sizes[i] for i in [*chunk, after[0]])
+        assert len(chunk) == 16 or (len(chunk) + 1) * grown > 300
+
+
+def test_budget_chunks_give_an_oversized_item_its_own_chunk() -> None:
+    assert budget_chunks([0, 1, 2], [5, 50, 5], max_items=8, budget=20) == [[0], [1], [2]]
+    assert budget_chunks([0, 2, 1], [5, 50, 5], max_items=8, budget=20) == [[0, 2], [1]]
+    with pytest.raises(UserError, match="at least 1"):
+        budget_chunks([0], [1], max_items=0, budget=10)

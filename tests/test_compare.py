@@ -28,6 +28,7 @@ def test_compare_writes_the_report(tmp_path: Path, jobs: int) -> None:
     assert [r["variant"] for r in rows] == ["vanilla", "bahdanau"]
     assert list(rows[0]) == COLUMNS
     assert all(int(r["steps"]) == 150 for r in rows)
+    assert all(0 < int(r["peak_memory_mib_training"]) <= int(r["peak_memory_mib"]) for r in rows)
     assert rows[0]["aer"] == "" and rows[1]["aer"] != ""  # the vanilla model has no attention
     assert rows[0]["aer_diagonal"] == "" and float(rows[1]["aer_diagonal"]) >= 0
     assert rows[0]["aer_shift_att"] == rows[1]["aer_shift_att"] == ""  # no layers: no Shift-Att

@@ -453,3 +453,25 @@ def test_search_on_the_real_variants(name: str):
                     assert attn is None and hyp.attention is None
                 else:
                     torch.testing.assert_close(hyp.attention, attn[0], atol=1e-5, rtol=1e-4)
+
+
+def test_translate_batches_token_budget_changes_batches_not_results():
+    model = TinyGRU()
+    sentences = random_sentences(12, low=2, high=15)
+    encode, widths = model.encode, []
+
+    def counting_encode(src_ids: torch.Tensor, src_mask: torch.Tensor):
+        widths.append(src_ids.shape)
+        return encode(src_ids, src_mask)
+
+    model.encode = counting_encode
+    wide = translate_batches(model, sentences, beam_size=3, batch_size=12, batch_tokens=10**6)
+    assert len(widths) == 1
+    widths.clear()
+    narrow = translate_batches(model, sentences, beam_size=3, batch_size=12, batch_tokens=60)
+    assert len(widths) > 1 and all(b * s * 3 <= 60 or b == 1 for b, s in widths)
+    for a, b in zip(wide, narrow, strict=True):
+        assert a[0].tokens == b[0].tokens
+        assert a[0].score == pytest.approx(b[0].score, abs=1e-5)
+    with pytest.raises(UserError, match="batch_tokens"):
+        translate_batches(model, sentences, batch_tokens=0)

@@ -49,6 +49,35 @@ def test_freed_blocks_stay_in_the_process_for_reuse() -> None:
     assert kept < 16  # with the settings it stays, to serve the next big tensor
 
 
+SETUP = """
+import sys
+from seq2seq.runtime import setup_runtime
+rt = setup_runtime("cpu", sys.argv[1], 1, 0)
+import torch
+def rss_mib():
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * 4096 / 2**20
+big = torch.ones(64 * 2**20 // 4)  # 64 MiB, touched
+before = rss_mib()
+del big
+print(rt.precision, before - rss_mib())
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc malloc settings")
+def test_setup_runtime_keeps_freed_blocks_in_fp32_only() -> None:
+    """The kept heap serves fp32's next step; in bf16 it only grows, so glibc's defaults stay."""
+    released = {}
+    for precision in ("fp32", "bf16"):
+        out = subprocess.run([sys.executable, "-c", SETUP, precision], capture_output=True,
+                             text=True, check=True).stdout.split()
+        assert out[0] == precision
+        released[precision] = float(out[1])
+    if released["fp32"] > 48:
+        pytest.skip("not glibc")
+    assert released["fp32"] < 16 and released["bf16"] > 48
+
+
 TRIM = """
 import torch
 from seq2seq.runtime import keep_freed_memory, release_freed_memory

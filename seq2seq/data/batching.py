@@ -189,6 +189,31 @@ def token_batches(
     return batches
 
 
+def budget_chunks(
+    order: Sequence[int], sizes: Sequence[int], max_items: int, budget: int
+) -> list[list[int]]:
+    """Cut `order` into consecutive chunks of at most `max_items` whose cost, the chunk's
+    length times the largest `sizes[i]` in it, stays within `budget`; an item over the budget
+    gets a chunk of its own. Decoding takes sorted sentences in such chunks, so memory is
+    bounded by the budget on long sentences and a chunk of short ones stays `max_items` long.
+    """
+    if max_items < 1 or budget < 1:
+        raise UserError(f"max_items and budget must be at least 1, got {max_items}, {budget}")
+    chunks: list[list[int]] = []
+    current: list[int] = []
+    largest = 0
+    for index in order:
+        grown = max(largest, sizes[index])
+        if current and (len(current) == max_items or (len(current) + 1) * grown > budget):
+            chunks.append(current)
+            current, grown = [], sizes[index]
+        current.append(index)
+        largest = grown
+    if current:
+        chunks.append(current)
+    return chunks
+
+
 def padding_fraction(
     batches: Sequence[Sequence[int]], src_lens: Sequence[int], tgt_lens: Sequence[int]
 ) -> float:

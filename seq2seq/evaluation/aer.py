@@ -37,10 +37,14 @@ import torch
 from torch import Tensor, nn
 
 from seq2seq.alignment import Links, word_spans, words
-from seq2seq.data.batching import collate
+from seq2seq.data.batching import budget_chunks, collate
 from seq2seq.tokenization import EOS_ID, Tokenizer
 
 TIE = 1e-6  # relative margin under which the two largest columns count as a tie
+# Sentences times (S + 1) * (T + 1) per teacher-forced batch: the docs Transformer's 6 layers
+# of 8 heads hold 192 MiB of attention in float32 at this budget (64 pairs of ~28 pieces fit
+# in a batch, 15 of 256)
+ALIGNMENT_BATCH_CELLS = 2**20
 
 
 def piece_words(
@@ -304,11 +308,15 @@ def score_alignment(
     links: list[Links],
     device: torch.device,
     batch_size: int = 64,
+    batch_cells: int = ALIGNMENT_BATCH_CELLS,
 ) -> SplitAlignment | None:
     """Teacher-force the references and score the attention against `links`; None for a model
     without attention (the vanilla model).
 
-    The caller runs the model in eval mode. Pairs whose piece ids were cut to the maximum
+    Pairs are taken by length in batches of at most `batch_size` whose sentences times the
+    largest (S + 1) * (T + 1) stay within `batch_cells`: the Transformer's per-layer, per-head
+    attention is that many cells times layers times heads. The caller runs the model in eval
+    mode. Pairs whose piece ids were cut to the maximum
     length are not scored (their words would have no pieces); `skipped` counts them.
     """
     src_spans, tgt_spans = tokenizer.src_spans(src_text), tokenizer.tgt_spans(tgt_text)
@@ -316,8 +324,8 @@ def score_alignment(
             if len(src_spans[i]) == len(src_ids[i]) and len(tgt_spans[i]) == len(tgt_ids[i])]
     rows.sort(key=lambda i: len(src_ids[i]))  # similar lengths batch together
     result = SplitAlignment(Counts(), Counts(), Counts(), skipped=len(src_ids) - len(rows))
-    for start in range(0, len(rows), batch_size):
-        chunk = rows[start:start + batch_size]
+    cells = [(len(s) + 1) * (len(t) + 1) for s, t in zip(src_ids, tgt_ids, strict=True)]
+    for chunk in budget_chunks(rows, cells, batch_size, batch_cells):
         batch = collate([src_ids[i] for i in chunk], [tgt_ids[i] for i in chunk], chunk)
         batch = batch.to(device)
         _, attn = model(batch.src, batch.src_mask, batch.tgt_in, need_attn=True)  # (B, T, S)

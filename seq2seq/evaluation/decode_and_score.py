@@ -64,6 +64,7 @@ def decode_ids(
             nbest=settings.nbest,
             batch_size=settings.batch_size,
             device=device,
+            batch_tokens=settings.batch_tokens,
         )
 
 

@@ -151,6 +151,9 @@ def train(cfg: DictConfig) -> dict[str, Any]:
             "history": progress.history,
             "losses": progress.losses,
         }
+        # this process's peak resident memory on the CPU, through training and validation,
+        # then after the final test (a decode's peak is its own: see release_freed_memory)
+        metrics["peak_memory_mib_training"] = round(peak_memory_mib())
         if rt.is_main and t.final_test and not outcome.interrupted:
             test = parts.validator.final_test(parts.model, parts.checkpointer.best,
                                               run_dir / "test.hyp", progress.step)
@@ -159,7 +162,7 @@ def train(cfg: DictConfig) -> dict[str, Any]:
             print(f"test ({test['test_set']}, beam {test['beam_size']}): BLEU {test['bleu']:.2f} "
                   f"chrF {test['chrf']:.1f}" + (f" AER {aer:.2f}" if aer is not None else "")
                   + f"\n  {test['bleu_signature']}")
-        metrics["peak_memory_mib"] = round(peak_memory_mib())  # this process's, on the CPU
+        metrics["peak_memory_mib"] = round(peak_memory_mib())
         if rt.device.type == "cuda":
             metrics["peak_cuda_memory_mib"] = round(torch.cuda.max_memory_allocated(rt.device)
                                                     / 2**20)
