@@ -259,8 +259,8 @@ def setup_runtime(
     chosen = pick_precision(precision, dev, recurrent)
     if dev.type == "cpu":
         if chosen == "fp32":
-            # in bf16 the kept heap only grows: the docs Transformer peaked at 3,669 MiB
-            # with it against 2,658 without, at the same updates per second (docs/benchmark.md)
+            # in bf16 the kept heap only grows: the docs Transformer peaked at 3,675 MiB
+            # with it against 3,009 without, at the same losses and speed (docs/benchmark.md)
             keep_freed_memory()
         limit_onednn_primitive_cache()
     if threads:

@@ -22,6 +22,7 @@ from seq2seq.config import register_configs
 from seq2seq.corpus import encode_split
 from seq2seq.decoding import DecodeSettings
 from seq2seq.errors import UserError
+from seq2seq.evaluation.aer import ALIGNMENT_BATCH_CELLS, score_alignment
 from seq2seq.evaluation.decode_and_score import decode_and_score
 from seq2seq.inference import load_for_inference
 from seq2seq.models import build_model
@@ -271,6 +272,34 @@ def test_evaluation_runs_the_model_in_eval_mode(transformer_run: Path) -> None:
     assert first["alignment"]["sure_words"] == sum(len(words(s)) for s in SOURCES)
     assert first["alignment"]["heads"] == second["alignment"]["heads"]
     assert first == second
+
+
+def test_alignment_batches_within_a_cell_budget_score_the_same(transformer_run: Path) -> None:
+    """A cell budget that teacher-forces one pair at a time gives the figures of one batch."""
+    loaded = load_for_inference(transformer_run / "checkpoints/best.pt", "cpu")
+    split = encode_split(loaded.tokenizer, SOURCES, REFERENCES, 256, 256)
+    links = [Links(frozenset((i, i) for i in range(len(words(s)))),
+                   frozenset((i, i) for i in range(len(words(s))))) for s in SOURCES]
+    loaded.model.eval()
+    found = [score_alignment(loaded.model, loaded.tokenizer, SOURCES, REFERENCES, split.src_ids,
+                             split.tgt_ids, links, loaded.device, batch_cells=cells).report()
+             for cells in (ALIGNMENT_BATCH_CELLS, 1)]
+    assert found[0]["sure_words"] == sum(len(words(s)) for s in SOURCES)
+    whole, one_by_one = (dict(flat(report)) for report in found)
+    assert whole.keys() == one_by_one.keys()
+    assert whole == pytest.approx(one_by_one)  # padding changes the masses' last digits only
+
+
+def flat(tree: object, path: str = ""):
+    """(path, number) for every number in nested dicts and lists."""
+    if isinstance(tree, dict):
+        for key, value in tree.items():
+            yield from flat(value, f"{path}/{key}")
+    elif isinstance(tree, list):
+        for index, value in enumerate(tree):
+            yield from flat(value, f"{path}/{index}")
+    elif isinstance(tree, (int, float)):
+        yield path, tree
 
 
 def test_evaluate_reproduces_the_per_head_alignment_of_training(transformer_run: Path) -> None:
