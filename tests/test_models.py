@@ -675,3 +675,34 @@ def test_step_from_precomputed_input_gates_equals_the_torch_cell(cell: str, laye
     if cell == "lstm":
         for a, b in zip(reference.cell, split.cell, strict=True):
             torch.testing.assert_close(a, b)
+
+
+@pytest.mark.parametrize("cell", ["gru", "lstm"])
+@pytest.mark.parametrize("layers", [1, 2])
+@pytest.mark.parametrize("bidirectional", [True, False], ids=["bidirectional", "forward"])
+def test_encoder_over_padding_equals_the_packed_sequence(
+    cell: str, layers: int, bidirectional: bool
+) -> None:
+    """The CPU encoder (each direction over the padded batch, the backward one over each row
+    reversed within its length) gives the packed sequence's states, final states and gradients."""
+    from seq2seq.models.layers import encode_packed_sequence, encode_source
+
+    torch.manual_seed(0)
+    kind = nn.LSTM if cell == "lstm" else nn.GRU
+    rnn = kind(6, 5, layers, batch_first=True, bidirectional=bidirectional).double()
+    lengths = torch.tensor([7, 4, 1, 6])
+    mask = torch.arange(7)[None] < lengths[:, None]
+    emb = torch.randn(4, 7, 6, dtype=torch.double, requires_grad=True)
+    found, expected = encode_source(rnn, emb, mask), encode_packed_sequence(rnn, emb, mask)
+    weights = [torch.randn_like(t) for t in expected]  # one loss over states and final states
+    gradients = []
+    for states, final in (found, expected):
+        assert states.shape == (4, 7, 5 * (1 + bidirectional))
+        assert final.shape == (4, layers, 5 * (1 + bidirectional))
+        assert not states[~mask].any()  # zero at padding
+        loss = (states * weights[0]).sum() + (final * weights[1]).sum()
+        gradients.append(torch.autograd.grad(loss, [emb, *rnn.parameters()]))
+    for a, b in zip(found, expected, strict=True):
+        torch.testing.assert_close(a, b)
+    for a, b in zip(*gradients, strict=True):
+        torch.testing.assert_close(a, b)

@@ -36,7 +36,7 @@ from seq2seq.models.base import EncoderOutput
 from seq2seq.models.layers import (
     RNNState,
     bridge_state,
-    encode_packed,
+    encode_source,
     input_gates,
     make_rnn,
     output_layer,
@@ -122,7 +122,7 @@ class Bahdanau(nn.Module):
     def encode(self, src_ids: Tensor, src_mask: Tensor) -> EncoderOutput:
         """(B, S) ids and mask -> states (B, S, 2H), keys (B, S, A), final (B, L * 2H)."""
         emb = self.dropout(self.src_emb(src_ids))  # (B, S, E)
-        states, final = encode_packed(self.encoder, emb, src_mask)  # (B, S, 2H), (B, L, 2H)
+        states, final = encode_source(self.encoder, emb, src_mask)  # (B, S, 2H), (B, L, 2H)
         return EncoderOutput(
             states=states,
             mask=src_mask,

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
-from torch import Tensor, nn
+from torch import _VF, Tensor, nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from seq2seq.errors import UserError
@@ -110,8 +110,15 @@ class RNNState:
         return reorder_tensors(self, index)
 
 
-def encode_packed(rnn: nn.GRU | nn.LSTM, emb: Tensor, mask: Tensor) -> tuple[Tensor, Tensor]:
+def encode_source(rnn: nn.GRU | nn.LSTM, emb: Tensor, mask: Tensor) -> tuple[Tensor, Tensor]:
     """Run an encoder RNN over padded input so each final state sits at its real last token.
+
+    On a CPU each direction of each layer runs over the padded batch, the backward direction
+    over every row reversed within its length (padding stays last, so it never reaches a real
+    state). That is the packed sequence's function without its CPU backward, which fills a
+    zero (tokens, gates) tensor for every time step: 1.2x faster forward and backward at Ding's
+    batches, 1.5x at the documentation corpus's (docs/benchmark.md). On CUDA cuDNN runs the
+    packed sequence as it is.
 
     Args:
         rnn: a batch-first encoder (uni- or bidirectional).
@@ -122,6 +129,38 @@ def encode_packed(rnn: nn.GRU | nn.LSTM, emb: Tensor, mask: Tensor) -> tuple[Ten
         states (B, S, H * directions), zero at padding, and the final hidden state
         (B, L, directions * H) with each layer's directions concatenated.
     """
+    if emb.is_cuda:
+        return encode_packed_sequence(rnn, emb, mask)
+    batch, src_len = mask.shape
+    lengths = mask.sum(dim=1)
+    positions = torch.arange(src_len, device=emb.device)
+    # a row read backwards within its length: an involution that leaves padding in place
+    reverse = torch.where(mask, lengths[:, None] - 1 - positions, positions)[..., None]
+    last = (lengths - 1)[:, None, None].expand(batch, 1, rnn.hidden_size)
+    run = _VF.lstm if isinstance(rnn, nn.LSTM) else _VF.gru
+    names = ("weight_ih", "weight_hh", "bias_ih", "bias_hh")[: 4 if rnn.bias else 2]
+    x, finals = emb, []
+    for layer in range(rnn.num_layers):
+        if layer:
+            x = F.dropout(x, rnn.dropout, rnn.training)
+        outputs = []
+        for suffix in ("", "_reverse")[: 2 if rnn.bidirectional else 1]:
+            weights = [getattr(rnn, f"{name}_l{layer}{suffix}") for name in names]
+            start = emb.new_zeros(1, batch, rnn.hidden_size)
+            hidden = (start, start) if run is _VF.lstm else start
+            reads = x.gather(1, reverse.expand_as(x)) if suffix else x
+            out = run(reads, hidden, weights, rnn.bias, 1, 0.0, rnn.training, False, True)[0]
+            finals.append(out.gather(1, last)[:, 0])  # (B, H): the state after the last read
+            outputs.append(out.gather(1, reverse.expand_as(out)) if suffix else out)
+        x = torch.cat(outputs, dim=-1)
+    states = x.masked_fill(~mask[..., None], 0.0)
+    return states, torch.stack(finals, dim=1).view(batch, rnn.num_layers, -1)
+
+
+def encode_packed_sequence(
+    rnn: nn.GRU | nn.LSTM, emb: Tensor, mask: Tensor
+) -> tuple[Tensor, Tensor]:
+    """`encode_source` through a PackedSequence: cuDNN's way on CUDA, the reference in tests."""
     lengths = mask.sum(dim=1).cpu()
     packed = pack_padded_sequence(emb, lengths, batch_first=True, enforce_sorted=False)
     packed_out, final = rnn(packed)

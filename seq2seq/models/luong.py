@@ -34,7 +34,7 @@ from seq2seq.models.layers import (
     RNNState,
     bridge_state,
     check_choice,
-    encode_packed,
+    encode_source,
     make_rnn,
     output_layer,
     rnn_run,
@@ -120,7 +120,7 @@ class Luong(nn.Module):
     def encode(self, src_ids: Tensor, src_mask: Tensor) -> EncoderOutput:
         """(B, S) ids and mask -> states (B, S, K), keys (B, S, K), final (B, L * 2H)."""
         emb = self.dropout(self.src_emb(src_ids))  # (B, S, E)
-        states, final = encode_packed(self.encoder, emb, src_mask)  # (B, S, 2H), (B, L, 2H)
+        states, final = encode_source(self.encoder, emb, src_mask)  # (B, S, 2H), (B, L, 2H)
         if self.memory_proj is not None:
             states = self.memory_proj(states)  # (B, S, H)
         return EncoderOutput(

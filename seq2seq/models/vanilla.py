@@ -17,7 +17,7 @@ from torch import Tensor, nn
 from seq2seq.models.base import EncoderOutput
 from seq2seq.models.layers import (
     RNNState,
-    encode_packed,
+    encode_source,
     init_output_embedding,
     initial_state,
     make_rnn,
@@ -83,7 +83,7 @@ class VanillaSeq2Seq(nn.Module):
     def encode(self, src_ids: Tensor, src_mask: Tensor) -> EncoderOutput:
         """(B, S) ids and mask -> states (B, S, H * directions), the context c as final (B, H)."""
         emb = self.dropout(self.src_emb(src_ids))  # (B, S, E)
-        states, final = encode_packed(self.encoder, emb, src_mask)  # final: (B, L, dirs * H)
+        states, final = encode_source(self.encoder, emb, src_mask)  # final: (B, L, dirs * H)
         context = final[:, -1]  # the top layer
         if self.context_proj is not None:
             context = torch.tanh(self.context_proj(context))  # (B, H)
