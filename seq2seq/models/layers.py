@@ -116,9 +116,9 @@ def encode_source(rnn: nn.GRU | nn.LSTM, emb: Tensor, mask: Tensor) -> tuple[Ten
     On a CPU each direction of each layer runs over the padded batch, the backward direction
     over every row reversed within its length (padding stays last, so it never reaches a real
     state). That is the packed sequence's function without its CPU backward, which fills a
-    zero (tokens, gates) tensor for every time step: 1.2x faster forward and backward at Ding's
-    batches, 1.5x at the documentation corpus's (docs/benchmark.md). On CUDA cuDNN runs the
-    packed sequence as it is.
+    zero (tokens, gates) tensor for every time step: forward and backward 1.04x as fast at
+    Ding's batches, 1.24x at the documentation corpus's and 2.85x at its longest sentences
+    (scripts/encoder_backward.py, docs/benchmark.md). On CUDA cuDNN runs the packed sequence.
 
     Args:
         rnn: a batch-first encoder (uni- or bidirectional).
