@@ -290,6 +290,28 @@ def test_alignment_batches_within_a_cell_budget_score_the_same(transformer_run: 
     assert whole == pytest.approx(one_by_one)  # padding changes the masses' last digits only
 
 
+@pytest.mark.parametrize("fixture", ["run", "transformer_run"])
+def test_alignment_scoring_never_runs_the_output_layer(
+    fixture: str, request: pytest.FixtureRequest
+) -> None:
+    """The attention is all the alignment scores: the (B, T, V) logits, the largest tensor of
+    a run's final phase, are never computed."""
+    loaded = load_for_inference(request.getfixturevalue(fixture) / "checkpoints/best.pt", "cpu")
+    split = encode_split(loaded.tokenizer, SOURCES, REFERENCES, 256, 256)
+    links = [Links(frozenset((i, i) for i in range(len(words(s)))),
+                   frozenset((i, i) for i in range(len(words(s))))) for s in SOURCES]
+    calls = []
+    hook = loaded.model.generator.register_forward_hook(lambda *_: calls.append(1))
+    loaded.model.eval()
+    try:
+        found = score_alignment(loaded.model, loaded.tokenizer, SOURCES, REFERENCES,
+                                split.src_ids, split.tgt_ids, links, loaded.device)
+    finally:
+        hook.remove()
+    assert found is not None and found.report()["sure_words"] > 0
+    assert calls == []
+
+
 def flat(tree: object, path: str = ""):
     """(path, number) for every number in nested dicts and lists."""
     if isinstance(tree, dict):

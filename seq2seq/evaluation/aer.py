@@ -328,7 +328,9 @@ def score_alignment(
     for chunk in budget_chunks(rows, cells, batch_size, batch_cells):
         batch = collate([src_ids[i] for i in chunk], [tgt_ids[i] for i in chunk], chunk)
         batch = batch.to(device)
-        _, attn = model(batch.src, batch.src_mask, batch.tgt_in, need_attn=True)  # (B, T, S)
+        # project=False: the attention is all that is scored; the (B, T, V) logits of a long
+        # batch would be the largest tensor of the final phase (about 0.5 GiB at 16k pieces)
+        _, attn = model(batch.src, batch.src_mask, batch.tgt_in, project=False)  # (B, T, S)
         if attn is None:
             return None
         heads = model.cross_attention(batch.src, batch.src_mask, batch.tgt_in)  # (L,B,H,T,S)
