@@ -46,6 +46,7 @@ class Schedule(Choice):
     constant = "constant"
     inverse_sqrt = "inverse_sqrt"
     plateau = "plateau"
+    linear = "linear"
 
 
 class AveragedWeights(Choice):

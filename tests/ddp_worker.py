@@ -39,6 +39,7 @@ if mode == "train":
     flat = torch.cat([p.detach().flatten() for p in parts.model.parameters()])
     result["params"] = flat[:: max(1, flat.numel() // 512)].tolist()
     result["losses"] = progress.losses
+    result["steps"] = progress.step
     # the same weights and the same batch on every rank: outputs differ only by dropout
     batch = parts.batches.collate(parts.batches.train_split, list(range(8)))
     parts.model.train()

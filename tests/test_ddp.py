@@ -79,6 +79,23 @@ def test_two_processes_match_one_process_on_the_same_global_batch(tmp_path: Path
         torch.testing.assert_close(one[name], two[name], rtol=0, atol=1e-5, msg=name)
 
 
+def test_a_time_budget_and_its_linear_rate_follow_rank_0s_clock(tmp_path: Path) -> None:
+    """Under a time budget both processes stop at the same update and every update's rate,
+    (1 - the share of the time spent) under the linear schedule, is the same on both: rank
+    0's clock decides, so the replicas' weights stay identical."""
+    cfg = tiny_config(tmp_path / "ddp", "trainer.max_steps=null", "trainer.max_time=3",
+                      "trainer.schedule=linear", "trainer.warmup_steps=0", "trainer.lr=1e-2",
+                      "trainer.log_every=1", "trainer.eval_every=100000",
+                      "trainer.final_test=false", "trainer.save_every=100000",
+                      data_root=tmp_path / "data")
+    results = torchrun(cfg, "train", tmp_path)
+    assert results[0]["steps"] == results[1]["steps"] > 2
+    assert results[0]["params"] == pytest.approx(results[1]["params"], abs=0)
+    rates = [event.value for event in
+             EventAccumulator(str(tmp_path / "ddp/run/tensorboard")).Reload().Scalars("train/lr")]
+    assert len(rates) == results[0]["steps"] and rates[-1] < rates[0] / 2
+
+
 def test_each_rank_draws_its_own_dropout_and_resumes_its_own_random_state(
     tmp_path: Path,
 ) -> None:

@@ -10,6 +10,7 @@ import torch.nn.functional as F
 
 from seq2seq.training.loss import token_losses
 from seq2seq.training.optim import Plateau, learning_rate
+from seq2seq.training.stopping import Budget
 
 
 @pytest.mark.parametrize("eps", [0.0, 0.1])
@@ -149,6 +150,20 @@ def test_inverse_sqrt_warms_up_then_decays() -> None:
     assert lr[1] == pytest.approx(5e-4)
     assert lr[2] == pytest.approx(1e-3)
     assert lr[3] == pytest.approx(1e-3 * math.sqrt(100 / 400))
+
+
+def test_linear_warms_up_then_falls_to_zero_where_the_budget_ends() -> None:
+    lr = [learning_rate(step, "linear", 1e-3, warmup_steps=100, spent=spent)
+          for step, spent in ((50, 0.05), (100, 0.1), (500, 0.5), (999, 0.999), (1000, 1.0))]
+    assert lr == pytest.approx([5e-4 * 0.95, 9e-4, 5e-4, 1e-6, 0.0])
+
+
+def test_the_budget_spent_is_the_larger_share_of_steps_and_time() -> None:
+    budget = Budget(max_steps=1000, max_time=3600)
+    assert budget.spent(100, 1800) == 0.5  # time is the binding budget
+    assert budget.spent(900, 1800) == 0.9  # steps are
+    assert budget.spent(1000, 7200) == 1.0  # never more than all of it
+    assert Budget(max_epochs=3).spent(10, 10.0) == 0.0  # neither: nothing to decay over
 
 
 def test_plateau_halves_after_patience_evaluations_without_a_new_best() -> None:

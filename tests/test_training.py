@@ -238,6 +238,35 @@ def test_repeated_nan_losses_stop_the_run(tmp_path: Path, monkeypatch: pytest.Mo
         train(cfg)
 
 
+@pytest.mark.parametrize("budget", ["trainer.max_steps=8", "trainer.max_time=1.5"])
+def test_the_linear_schedule_falls_to_zero_where_the_budget_ends(
+    tmp_path: Path, budget: str
+) -> None:
+    """Each update's rate is base * (1 - the share of the step or time budget spent before
+    it): steps, exactly; time, falling at every update and last near zero."""
+    cfg = tiny_config(tmp_path, "trainer.schedule=linear", "trainer.warmup_steps=0",
+                      "trainer.lr=1e-3", "trainer.max_steps=null", budget,
+                      "trainer.log_every=1", "trainer.eval_every=100000",
+                      "trainer.final_test=false")
+    metrics = train(cfg)
+    events = EventAccumulator(str(tmp_path / "run/tensorboard")).Reload()
+    rates = [event.value for event in events.Scalars("train/lr")]
+    assert len(rates) == metrics["steps"] > 2
+    if budget.startswith("trainer.max_steps"):
+        assert rates == pytest.approx([1e-3 * (1 - step / 8) for step in range(8)])
+    else:
+        assert rates[0] == pytest.approx(1e-3)
+        assert all(a > b for a, b in zip(rates, rates[1:], strict=False))
+        assert 0 < rates[-1] < 1e-3 * 0.5  # the last update starts past half the time
+
+
+def test_the_linear_schedule_needs_a_step_or_time_budget(tmp_path: Path) -> None:
+    cfg = tiny_config(tmp_path, "trainer.schedule=linear", "trainer.max_steps=null",
+                      "trainer.max_epochs=2")
+    with pytest.raises(UserError, match="set trainer.max_steps or trainer.max_time"):
+        train(cfg)
+
+
 def test_loader_workers_give_the_same_training(tmp_path: Path) -> None:
     common = ["trainer.max_steps=6", "trainer.eval_every=1000", "trainer.final_test=false",
               "trainer.log_every=1"]

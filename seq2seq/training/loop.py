@@ -54,10 +54,12 @@ def run(parts: TrainingParts, progress: Progress) -> RunOutcome:
     log.start(progress.step)
     parts.model.train()
     stopped_by = None
+    elapsed = progress.elapsed  # every process's: rank 0's clock (agree_to_stop)
     with StopSignal() as stop_signal:
-        while parts.budget.left(progress, time.monotonic() - start):
+        while parts.budget.left(progress, elapsed):
             micro, progress.epoch, progress.position = next(updates)
-            nll, grad_norm, tokens, skipped = parts.update(micro, progress.step + 1)
+            spent = parts.budget.spent(progress.step, elapsed)  # before this update
+            nll, grad_norm, tokens, skipped = parts.update(micro, progress.step + 1, spent)
             progress.step += 1
             log.add(nll, tokens, skipped)
             if log.due(progress.step):
@@ -69,7 +71,8 @@ def run(parts: TrainingParts, progress: Progress) -> RunOutcome:
                     early_stop = validate_and_keep_best(parts, progress, time.monotonic() - start)
             if progress.step % parts.save_every == 0:
                 checkpointer.save_last(progress, time.monotonic() - start)
-            stopped_by = agree_to_stop(rt, parts.plateau, early_stop, stop_signal.received)
+            stopped_by, elapsed = agree_to_stop(rt, parts.plateau, early_stop,
+                                                stop_signal.received, time.monotonic() - start)
             if stopped_by is not None:
                 break
     log.close()

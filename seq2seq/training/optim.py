@@ -1,7 +1,8 @@
 """Optimizer and learning-rate schedules.
 
-The rate is a pure function of the step (and, for `plateau`, of a scale that drops when
-validation BLEU stalls), so resuming a run reproduces it exactly.
+The rate is a pure function of the step (for `plateau`, also of a scale that drops when
+validation BLEU stalls; for `linear`, of the share of the budget spent, which a checkpoint
+keeps as its step and elapsed time), so resuming a run reproduces it.
 """
 
 from __future__ import annotations
@@ -34,22 +35,28 @@ def build_optimizer(
 
 
 def learning_rate(
-    step: int, schedule: str, base_lr: float, warmup_steps: int = 0, scale: float = 1.0
+    step: int, schedule: str, base_lr: float, warmup_steps: int = 0, scale: float = 1.0,
+    spent: float = 0.0,
 ) -> float:
     """The rate for update number `step` (1-based).
 
     constant and plateau: linear warmup to base_lr, then base_lr * scale.
     inverse_sqrt: linear warmup to base_lr, then base_lr * sqrt(warmup / step).
+    linear: linear warmup to base_lr, times (1 - spent), `spent` being the share of the
+    training budget (steps or time, `Budget.spent`) used before this update: the rate reaches
+    zero where the budget ends, whenever that is (Li et al. 2020, "Budgeted Training").
     """
     step = max(step, 1)
     warmup = min(1.0, step / warmup_steps) if warmup_steps > 0 else 1.0
     if schedule in ("constant", "plateau"):
         return base_lr * warmup * scale
+    if schedule == "linear":
+        return base_lr * warmup * max(0.0, 1.0 - spent)
     if schedule == "inverse_sqrt":
         decay = math.sqrt(warmup_steps / step) if warmup_steps > 0 and step > warmup_steps else 1.0
         return base_lr * warmup * decay
     raise ValueError(
-        f"unknown trainer.schedule {schedule!r}: use constant, plateau or inverse_sqrt"
+        f"unknown trainer.schedule {schedule!r}: use constant, plateau, inverse_sqrt or linear"
     )
 
 

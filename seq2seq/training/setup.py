@@ -23,6 +23,7 @@ from torch.utils.tensorboard import SummaryWriter
 from seq2seq.checkpoint import Checkpointer
 from seq2seq.corpus import PreparedData, SegmentationSampler, prepare_data
 from seq2seq.decoding import decode_settings
+from seq2seq.errors import UserError
 from seq2seq.evaluation.metrics import bleu_tokenize_for
 from seq2seq.models import build_model
 from seq2seq.models.base import count_parameters
@@ -102,9 +103,12 @@ def build_parts(cfg: DictConfig, rt: Runtime, data: PreparedData, run_dir: Path)
     scaler = rt.grad_scaler()
 
     schedule, base_lr, warmup_steps = str(t.schedule), t.lr, t.warmup_steps
+    if schedule == "linear" and not (t.max_steps or t.max_time):
+        raise UserError("trainer.schedule=linear decays the rate to zero where the budget ends: "
+                        "set trainer.max_steps or trainer.max_time")
 
-    def rate(number: int) -> float:
-        return learning_rate(number, schedule, base_lr, warmup_steps, plateau.scale)
+    def rate(number: int, spent: float) -> float:
+        return learning_rate(number, schedule, base_lr, warmup_steps, plateau.scale, spent)
 
     update = Update(model, wrap_for_training(model, t.compile, rt), optimizer, rt, rate,
                     label_smoothing=t.label_smoothing, clip_norm=t.clip_norm, scaler=scaler,

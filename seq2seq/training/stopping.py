@@ -40,6 +40,16 @@ class Budget:
             return False
         return self.max_time is None or elapsed < self.max_time
 
+    def spent(self, step: int, elapsed: float) -> float:
+        """The share of the step and time budgets used after `step` updates and `elapsed`
+        seconds (the larger of the two), in [0, 1]; 0 without either."""
+        shares = [0.0]
+        if self.max_steps:
+            shares.append(step / self.max_steps)
+        if self.max_time:
+            shares.append(elapsed / self.max_time)
+        return min(max(shares), 1.0)
+
     def patience_spent(self, progress: Progress) -> bool:
         """Whether early stopping says stop after the latest validation."""
         return self.patience is not None and progress.evals_since_best >= self.patience
@@ -67,22 +77,23 @@ class StopSignal:
 
 
 def agree_to_stop(
-    rt: Runtime, plateau: Plateau, early_stop: bool, signal_name: str | None
-) -> str | None:
+    rt: Runtime, plateau: Plateau, early_stop: bool, signal_name: str | None, elapsed: float
+) -> tuple[str | None, float]:
     """Why every process stops after this update, or None: a signal that any process
-    received, or early stopping, which rank 0 decides; every rank takes rank 0's plateau
-    scale. All processes stop at the same update, so they reach the last save together."""
+    received, or early stopping, which rank 0 decides; and the elapsed seconds every process
+    goes on with: rank 0's, as is its plateau scale. All processes see the same time budget
+    and learning rate, and stop at the same update, so they reach the last save together."""
     if rt.distributed:
         flags = torch.tensor(
             [float(early_stop), float(signal_name is not None),
-             plateau.scale if rt.is_main else 0.0],
-            device=rt.device,
+             plateau.scale if rt.is_main else 0.0, elapsed if rt.is_main else 0.0],
+            device=rt.device, dtype=torch.float64,
         )
-        dist.all_reduce(flags)  # only rank 0 contributes early_stop and the scale
-        plateau.scale = float(flags[2])
+        dist.all_reduce(flags)  # only rank 0 contributes early_stop, the scale and the time
+        plateau.scale, elapsed = float(flags[2]), float(flags[3])
         early_stop = bool(flags[0])
         if flags[1] > 0:
             signal_name = signal_name or "signal to another process"
     if signal_name is not None:
-        return signal_name
-    return "early stopping" if early_stop else None
+        return signal_name, elapsed
+    return ("early stopping" if early_stop else None), elapsed

@@ -24,7 +24,8 @@ class Update:
         step_model: what the forward pass calls: `model`, compiled and/or wrapped in DDP.
         optimizer: fused AdamW (`build_optimizer`).
         rt: this process's runtime (device, precision, processes).
-        learning_rate: the rate of update number n (1-based).
+        learning_rate: the rate of update number n (1-based) with a share s of the budget
+            spent before it (`Budget.spent`).
         label_smoothing: epsilon of the smoothed loss.
         clip_norm: the gradient norm is clipped to this; 0: not clipped.
         scaler: fp16 loss scaling, or None.
@@ -37,7 +38,7 @@ class Update:
         step_model: nn.Module,
         optimizer: torch.optim.Optimizer,
         rt: Runtime,
-        learning_rate: Callable[[int], float],
+        learning_rate: Callable[[int, float], float],
         *,
         label_smoothing: float = 0.0,
         clip_norm: float = 0.0,
@@ -50,8 +51,11 @@ class Update:
         self.scaler, self.ema = scaler, ema
         self.generator: nn.Linear = model.generator  # type: ignore[assignment]  # the output layer
 
-    def __call__(self, micro: list[Batch], number: int) -> tuple[Tensor, Tensor, Tensor, Tensor]:
-        """Forward/backward over the micro-batches and update number `number` (1-based).
+    def __call__(
+        self, micro: list[Batch], number: int, spent: float = 0.0
+    ) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+        """Forward/backward over the micro-batches and update number `number` (1-based), with
+        a share `spent` of the training budget used before it.
 
         The loss is normalised by the target tokens of the whole update across micro-batches
         and processes, so N processes compute exactly the gradient of one process that sees
@@ -98,7 +102,7 @@ class Update:
             self.model.parameters(), self.clip_norm if self.clip_norm > 0 else math.inf
         )
         skipped = (~torch.isfinite(grad_norm)).float()
-        lr = self.learning_rate(number)
+        lr = self.learning_rate(number, spent)
         for group in self.optimizer.param_groups:
             group["lr"] = lr
         if self.scaler is not None:
