@@ -1,8 +1,9 @@
 """Optimizer and learning-rate schedules.
 
 The rate is a pure function of the step (for `plateau`, also of a scale that drops when
-validation BLEU stalls; for `linear`, of the share of the budget spent, which a checkpoint
-keeps as its step and elapsed time), so resuming a run reproduces it.
+validation BLEU stalls, which checkpoints keep), so resuming a run reproduces it exactly; for
+`linear` it is a function of the share of the budget spent: exactly so under a step budget,
+and under a time budget a resumed run goes on from the elapsed time its checkpoint kept.
 """
 
 from __future__ import annotations
