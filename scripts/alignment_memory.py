@@ -11,7 +11,6 @@ docs/benchmark.md ("Memory of a bf16 run") quotes it.
 
 from __future__ import annotations
 
-import resource
 import sys
 import time
 
@@ -23,16 +22,12 @@ from seq2seq.data import data_root, load_corpus
 from seq2seq.evaluation.aer import score_alignment
 from seq2seq.evaluation.decode_and_score import eval_mode
 from seq2seq.inference import load_for_inference
-from seq2seq.runtime import keep_freed_memory
+from seq2seq.runtime import keep_freed_memory, peak_memory_mib
 
 
 def resident_mib() -> int:
     with open("/proc/self/status") as status:
         return int(status.read().split("VmRSS:")[1].split()[0]) // 1024
-
-
-def peak_mib() -> int:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024
 
 
 def main(ckpt: str) -> None:
@@ -45,7 +40,7 @@ def main(ckpt: str) -> None:
     links = corpus_links(texts, data_root(cfg.data.root), cfg.data.name)
     if links is None:
         sys.exit("no reference word alignments (is eflomal installed?)")
-    print(f"loaded: {resident_mib()} MiB, peak {peak_mib()} MiB")
+    print(f"loaded: {resident_mib()} MiB, peak {peak_memory_mib():.0f} MiB")
     for split in ("test", "validation"):
         encoded = encode_split(loaded.tokenizer, *texts[split], cfg.tokenizer.max_src_len,
                                cfg.tokenizer.max_tgt_len)
@@ -56,7 +51,7 @@ def main(ckpt: str) -> None:
                                     links[split], loaded.device)
         aer = None if found is None else found.report()["aer"]
         print(f"{split}: {time.monotonic() - start:.1f} s, {resident_mib()} MiB, "
-              f"peak {peak_mib()} MiB, AER {aer}")
+              f"peak {peak_memory_mib():.0f} MiB, AER {aer}")
 
 
 if __name__ == "__main__":
