@@ -22,6 +22,7 @@ from seq2seq.config import register_configs
 from seq2seq.corpus import encode_split
 from seq2seq.decoding import DecodeSettings
 from seq2seq.errors import UserError
+from seq2seq.evaluation import decode_and_score as decode_and_score_module
 from seq2seq.evaluation.aer import ALIGNMENT_BATCH_CELLS, score_alignment
 from seq2seq.evaluation.decode_and_score import decode_and_score
 from seq2seq.inference import load_for_inference
@@ -310,6 +311,28 @@ def test_alignment_scoring_never_runs_the_output_layer(
         hook.remove()
     assert found is not None and found.report()["sure_words"] > 0
     assert calls == []
+
+
+def test_the_decode_hands_its_heap_back_before_the_alignment_scoring(
+    transformer_run: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The beam search's freed blocks go back to the OS (glibc's malloc_trim) between the
+    decode and the teacher-forced scoring, so the final phase's peak is the larger of the
+    two, not their sum: the real functions run, in this order."""
+    loaded = load_for_inference(transformer_run / "checkpoints/best.pt", "cpu")
+    split = encode_split(loaded.tokenizer, SOURCES, REFERENCES, 256, 256)
+    links = [Links(frozenset((i, i) for i in range(len(words(s)))),
+                   frozenset((i, i) for i in range(len(words(s))))) for s in SOURCES]
+    order: list[str] = []
+    for name in ("decode_ids", "release_freed_memory", "score_alignment"):
+        real = getattr(decode_and_score_module, name)
+        monkeypatch.setattr(decode_and_score_module, name,
+                            lambda *a, _real=real, _name=name, **k: order.append(_name)
+                            or _real(*a, **k))
+    result = decode_and_score(loaded.model, loaded.tokenizer, split, DecodeSettings(beam_size=2),
+                              loaded.device, links=links)
+    assert order == ["decode_ids", "release_freed_memory", "score_alignment"]
+    assert result.alignment is not None and len(result.hypotheses) == len(SOURCES)
 
 
 def flat(tree: object, path: str = ""):

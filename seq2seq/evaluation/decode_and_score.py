@@ -17,6 +17,7 @@ from seq2seq.corpus import EncodedSplit
 from seq2seq.decoding import DecodeSettings, Hypothesis, translate_batches
 from seq2seq.evaluation.aer import Chosen, SplitAlignment, score_alignment
 from seq2seq.evaluation.metrics import Scores, score
+from seq2seq.runtime import release_freed_memory
 from seq2seq.tokenization import EOS_ID, Tokenizer
 
 
@@ -84,6 +85,7 @@ def decode_and_score(
     with eval_mode(model):
         nbest = decode_ids(model, split.src_ids, settings, device)
         if links is not None:
+            release_freed_memory()  # the beam search's heap, before the scoring's other shapes
             alignment = score_alignment(model, tokenizer, split.src_text, split.tgt_text,
                                         split.src_ids, split.tgt_ids, links, device)
     hypotheses = [tokenizer.decode_tgt(hyps[0].tokens) for hyps in nbest]
