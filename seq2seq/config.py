@@ -47,6 +47,7 @@ class Schedule(Choice):
     inverse_sqrt = "inverse_sqrt"
     plateau = "plateau"
     linear = "linear"
+    wsd = "wsd"
 
 
 class AveragedWeights(Choice):
@@ -178,6 +179,7 @@ class TrainerConfig:
     weight_decay: float = MISSING
     schedule: Schedule = MISSING
     warmup_steps: int = MISSING
+    cooldown: float = MISSING
     min_lr: float = MISSING
     plateau_factor: float = MISSING
     plateau_patience: int = MISSING

@@ -103,7 +103,7 @@ def test_a_wrongly_typed_value_fails() -> None:
 
 
 MODES = [
-    ("trainer.schedule=cosine", "[constant, inverse_sqrt, plateau, linear]"),
+    ("trainer.schedule=cosine", "[constant, inverse_sqrt, plateau, linear, wsd]"),
     ("trainer.precision=fp8", "[auto, bf16, fp16, fp32]"),
     ("model=luong model.score=dott", "[dot, general]"),
     ("model.cell=rnn", "[gru, lstm]"),

@@ -158,6 +158,14 @@ def test_linear_warms_up_then_falls_to_zero_where_the_budget_ends() -> None:
     assert lr == pytest.approx([5e-4 * 0.95, 9e-4, 5e-4, 1e-6, 0.0])
 
 
+def test_wsd_holds_the_peak_then_falls_to_zero_over_the_last_share() -> None:
+    lr = [learning_rate(step, "wsd", 1e-3, warmup_steps=100, spent=spent, cooldown=0.2)
+          for step, spent in ((50, 0.05), (100, 0.1), (700, 0.7), (800, 0.8), (900, 0.9),
+                              (1000, 1.0))]
+    assert lr == pytest.approx([5e-4, 1e-3, 1e-3, 1e-3, 5e-4, 0.0])
+    assert learning_rate(900, "wsd", 1e-3, spent=0.9, cooldown=0.0) == 1e-3  # no cooldown
+
+
 def test_the_budget_spent_is_the_larger_share_of_steps_and_time() -> None:
     budget = Budget(max_steps=1000, max_time=3600)
     assert budget.spent(100, 1800) == 0.5  # time is the binding budget

@@ -260,10 +260,31 @@ def test_the_linear_schedule_falls_to_zero_where_the_budget_ends(
         assert 0 < rates[-1] < 1e-3 * 0.5  # the last update starts past half the time
 
 
-def test_the_linear_schedule_needs_a_step_or_time_budget(tmp_path: Path) -> None:
-    cfg = tiny_config(tmp_path, "trainer.schedule=linear", "trainer.max_steps=null",
+def test_the_wsd_schedule_holds_the_rate_then_decays_over_the_last_steps(
+    tmp_path: Path,
+) -> None:
+    cfg = tiny_config(tmp_path, "trainer.schedule=wsd", "trainer.cooldown=0.5",
+                      "trainer.warmup_steps=2", "trainer.lr=1e-3", "trainer.max_steps=8",
+                      "trainer.log_every=1", "trainer.eval_every=100000",
+                      "trainer.final_test=false")
+    train(cfg)
+    events = EventAccumulator(str(tmp_path / "run/tensorboard")).Reload()
+    rates = [event.value for event in events.Scalars("train/lr")]
+    assert rates == pytest.approx([5e-4, 1e-3, 1e-3, 1e-3, 1e-3, 7.5e-4, 5e-4, 2.5e-4])
+
+
+@pytest.mark.parametrize("schedule", ["linear", "wsd"])
+def test_the_budgeted_schedules_need_a_step_or_time_budget(tmp_path: Path,
+                                                           schedule: str) -> None:
+    cfg = tiny_config(tmp_path, f"trainer.schedule={schedule}", "trainer.max_steps=null",
                       "trainer.max_epochs=2")
     with pytest.raises(UserError, match="set trainer.max_steps or trainer.max_time"):
+        train(cfg)
+
+
+def test_the_wsd_cooldown_is_a_share_of_the_budget(tmp_path: Path) -> None:
+    cfg = tiny_config(tmp_path, "trainer.schedule=wsd", "trainer.cooldown=20")
+    with pytest.raises(UserError, match="a share of the budget, from 0 to 1"):
         train(cfg)
 
 

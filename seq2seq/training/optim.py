@@ -2,8 +2,8 @@
 
 The rate is a pure function of the step (for `plateau`, also of a scale that drops when
 validation BLEU stalls, which checkpoints keep), so resuming a run reproduces it exactly; for
-`linear` it is a function of the share of the budget spent: exactly so under a step budget,
-and under a time budget a resumed run goes on from the elapsed time its checkpoint kept.
+`linear` and `wsd` it is a function of the share of the budget spent: exactly so under a step
+budget, and under a time budget a resumed run goes on from the elapsed time its checkpoint kept.
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ def build_optimizer(
 
 def learning_rate(
     step: int, schedule: str, base_lr: float, warmup_steps: int = 0, scale: float = 1.0,
-    spent: float = 0.0,
+    spent: float = 0.0, cooldown: float = 0.2,
 ) -> float:
     """The rate for update number `step` (1-based).
 
@@ -46,6 +46,9 @@ def learning_rate(
     linear: linear warmup to base_lr, times (1 - spent), `spent` being the share of the
     training budget (steps or time, `Budget.spent`) used before this update: the rate reaches
     zero where the budget ends, whenever that is (Li et al. 2020, "Budgeted Training").
+    wsd (warmup, stable, decay): linear warmup to base_lr, base_lr until the last `cooldown`
+    share of the budget, then linearly to zero where it ends (Hägele et al. 2024, "Scaling
+    Laws and Compute-Optimal Training Beyond Fixed Training Durations").
     """
     step = max(step, 1)
     warmup = min(1.0, step / warmup_steps) if warmup_steps > 0 else 1.0
@@ -53,11 +56,14 @@ def learning_rate(
         return base_lr * warmup * scale
     if schedule == "linear":
         return base_lr * warmup * max(0.0, 1.0 - spent)
+    if schedule == "wsd":
+        left = 1.0 - spent
+        return base_lr * warmup * (min(1.0, max(0.0, left / cooldown)) if cooldown > 0 else 1.0)
     if schedule == "inverse_sqrt":
         decay = math.sqrt(warmup_steps / step) if warmup_steps > 0 and step > warmup_steps else 1.0
         return base_lr * warmup * decay
     raise ValueError(
-        f"unknown trainer.schedule {schedule!r}: use constant, plateau, inverse_sqrt or linear"
+        f"unknown trainer.schedule {schedule!r}: use constant, plateau, inverse_sqrt, linear or wsd"
     )
 
 

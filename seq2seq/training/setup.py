@@ -102,13 +102,16 @@ def build_parts(cfg: DictConfig, rt: Runtime, data: PreparedData, run_dir: Path)
     plateau = Plateau(t.plateau_factor, t.plateau_patience, t.min_lr / t.lr)
     scaler = rt.grad_scaler()
 
-    schedule, base_lr, warmup_steps = str(t.schedule), t.lr, t.warmup_steps
-    if schedule == "linear" and not (t.max_steps or t.max_time):
-        raise UserError("trainer.schedule=linear decays the rate to zero where the budget ends: "
-                        "set trainer.max_steps or trainer.max_time")
+    schedule, base_lr, warmup_steps, cooldown = str(t.schedule), t.lr, t.warmup_steps, t.cooldown
+    if schedule in ("linear", "wsd") and not (t.max_steps or t.max_time):
+        raise UserError(f"trainer.schedule={schedule} decays the rate to zero where the budget "
+                        "ends: set trainer.max_steps or trainer.max_time")
+    if schedule == "wsd" and not 0.0 <= cooldown <= 1.0:
+        raise UserError(f"trainer.cooldown={cooldown}: a share of the budget, from 0 to 1")
 
     def rate(number: int, spent: float) -> float:
-        return learning_rate(number, schedule, base_lr, warmup_steps, plateau.scale, spent)
+        return learning_rate(number, schedule, base_lr, warmup_steps, plateau.scale, spent,
+                             cooldown)
 
     update = Update(model, wrap_for_training(model, t.compile, rt), optimizer, rt, rate,
                     label_smoothing=t.label_smoothing, clip_norm=t.clip_norm, scaler=scaler,
