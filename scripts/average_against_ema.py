@@ -1,0 +1,86 @@
+"""Checkpoint averaging against the EMA, on a finished run's own validation.
+
+    python scripts/average_against_ema.py RUN [--last 2 3 5] [--json OUT]
+
+Scores the weights a run could be tested with, each by the validation training does (the
+loss per piece, greedy BLEU and chrF and the AER on the run's trainer.eval_max_sentences
+pairs, one thread, the run's precision): the EMA of its newest periodic checkpoint (what
+training evaluates and tests), that checkpoint's trained weights, and for each k the mean of
+its newest k periodic checkpoints (`seq2seq.average`), of the trained weights (fairseq's and
+JoeyNMT's habit) and of the EMA snapshots. docs/docs_corpus.md quotes it; the test split is
+never read.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+import torch
+
+from seq2seq.average import average_checkpoints
+from seq2seq.checkpoint import load_checkpoint, periodic_checkpoints
+from seq2seq.corpus import prepare_data
+from seq2seq.decoding import decode_settings
+from seq2seq.evaluation.metrics import bleu_tokenize_for
+from seq2seq.inference import schema_config
+from seq2seq.models import build_model, is_recurrent
+from seq2seq.runtime import setup_runtime
+from seq2seq.training.validation import Validator
+
+COLUMNS = ("valid_loss", "valid_bleu", "valid_chrf", "valid_aer")
+
+
+def main(run: Path, lasts: list[int], out: Path | None) -> None:
+    paths = periodic_checkpoints(run / "checkpoints")
+    if not paths:
+        raise SystemExit(f"{run}/checkpoints: no step-<N>.pt to average")
+    newest = paths[-1]
+    cfg = schema_config(load_checkpoint(newest), newest)
+    t = cfg.trainer
+    rt = setup_runtime("cpu", t.precision, 1, t.seed, is_recurrent(cfg.model))
+    data = prepare_data(cfg.data, cfg.tokenizer, verbose=False)
+    tok = data.tokenizer
+    model = build_model(cfg.model, tok.src_vocab_size, tok.tgt_vocab_size)
+    validator = Validator(
+        model, data, rt, None,
+        valid_settings=decode_settings(cfg.decoding, cfg.decoding.valid_beam_size),
+        test_settings=decode_settings(cfg.decoding, cfg.decoding.beam_size),
+        batch_tokens=t.batch_tokens, pad_to_multiple=t.pad_to_multiple,
+        max_sentences=t.eval_max_sentences,
+        bleu_tokenize=bleu_tokenize_for(cfg.data.tgt_lang, cfg.data.bleu_tokenize),
+        links=data.links,
+    )
+    candidates = [("EMA, newest", [newest], "evaluated"),
+                  ("trained, newest", [newest], "trained")]
+    for k in lasts:
+        if 1 < k <= len(paths):
+            candidates += [(f"trained, mean of last {k}", paths[-k:], "trained"),
+                           (f"EMA, mean of last {k}", paths[-k:], "evaluated")]
+    rows = []
+    print(f"{run}: {', '.join(p.name for p in paths)}; {rt.precision}, one thread")
+    print("| weights | checkpoints | " + " | ".join(COLUMNS) + " |")
+    print("|---|---|" + "---|" * len(COLUMNS))
+    for name, chosen, weights in candidates:
+        payload = average_checkpoints(chosen, weights)
+        model.load_state_dict(payload["model"])
+        row = validator.validate(payload["progress"].get("step", 0), 0.0)
+        rows.append({"weights": name, "checkpoints": [p.name for p in chosen],
+                     **{key: row.get(key) for key in COLUMNS}})
+        figures = " | ".join(f"{row.get(key):.3f}" if row.get(key) is not None else "-"
+                             for key in COLUMNS)
+        print(f"| {name} | {', '.join(p.stem for p in chosen)} | {figures} |", flush=True)
+    if out is not None:
+        out.write_text(json.dumps({"run": str(run), "rows": rows}, indent=1) + "\n")
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("run", type=Path, help="a finished run folder")
+    parser.add_argument("--last", type=int, nargs="+", default=[2, 3, 5],
+                        help="how many of the newest periodic checkpoints to average")
+    parser.add_argument("--json", type=Path, default=None, help="write the rows here")
+    args = parser.parse_args()
+    torch.set_num_threads(1)
+    main(args.run, args.last, args.json)
