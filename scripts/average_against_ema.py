@@ -22,12 +22,10 @@ import torch
 from seq2seq.average import average_checkpoints
 from seq2seq.checkpoint import load_checkpoint, periodic_checkpoints
 from seq2seq.corpus import prepare_data
-from seq2seq.decoding import decode_settings
-from seq2seq.evaluation.metrics import bleu_tokenize_for
 from seq2seq.inference import schema_config
 from seq2seq.models import build_model, is_recurrent
 from seq2seq.runtime import setup_runtime
-from seq2seq.training.validation import Validator
+from seq2seq.training.setup import build_validator
 
 COLUMNS = ("valid_loss", "valid_bleu", "valid_chrf", "valid_aer")
 
@@ -43,15 +41,7 @@ def main(run: Path, lasts: list[int], out: Path | None) -> None:
     data = prepare_data(cfg.data, cfg.tokenizer, verbose=False)
     tok = data.tokenizer
     model = build_model(cfg.model, tok.src_vocab_size, tok.tgt_vocab_size)
-    validator = Validator(
-        model, data, rt, None,
-        valid_settings=decode_settings(cfg.decoding, cfg.decoding.valid_beam_size),
-        test_settings=decode_settings(cfg.decoding, cfg.decoding.beam_size),
-        batch_tokens=t.batch_tokens, pad_to_multiple=t.pad_to_multiple,
-        max_sentences=t.eval_max_sentences,
-        bleu_tokenize=bleu_tokenize_for(cfg.data.tgt_lang, cfg.data.bleu_tokenize),
-        links=data.links,
-    )
+    validator = build_validator(cfg, model, data, rt, None)
     candidates = [("EMA, newest", [newest], "evaluated"),
                   ("trained, newest", [newest], "trained")]
     for k in lasts:

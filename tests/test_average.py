@@ -4,6 +4,7 @@ evaluate and translate."""
 from __future__ import annotations
 
 import io
+import json
 import shutil
 import subprocess
 import sys
@@ -120,3 +121,23 @@ def test_a_checkpoint_of_another_model_or_tokenizer_is_refused_in_one_line(
 def test_too_few_periodic_checkpoints_are_refused(run: Path) -> None:
     with pytest.raises(UserError, match=r"3 periodic checkpoints .* fewer than last=4"):
         average_run(run, last=4)
+
+
+def test_the_averaging_script_scores_what_training_validated(run: Path, tmp_path: Path) -> None:
+    """scripts/average_against_ema.py: its first row, the newest checkpoint's EMA, repeats the
+    run's own last validation; every candidate it names is scored."""
+    out = tmp_path / "rows.json"
+    done = subprocess.run(
+        [sys.executable, "scripts/average_against_ema.py", str(run), "--last", "2", "3",
+         "--json", str(out)], cwd=ROOT, capture_output=True, text=True, check=True)
+    rows = json.loads(out.read_text())["rows"]
+    assert [row["weights"] for row in rows] == [
+        "EMA, newest", "trained, newest", "trained, mean of last 2", "EMA, mean of last 2",
+        "trained, mean of last 3", "EMA, mean of last 3"]
+    assert rows[2]["checkpoints"] == ["step-40.pt", "step-50.pt"]
+    last = json.loads((run / "metrics.json").read_text())["history"][-1]
+    assert last["step"] == 50
+    for key in ("valid_loss", "valid_bleu", "valid_chrf"):
+        assert rows[0][key] == pytest.approx(last[key]), key
+    assert rows[1]["valid_loss"] != pytest.approx(rows[0]["valid_loss"])  # other weights
+    assert "| EMA, newest | step-50 |" in done.stdout

@@ -79,6 +79,25 @@ def prepare_on_every_rank(cfg: DictConfig, rt: Runtime) -> PreparedData:
     return data
 
 
+def build_validator(
+    cfg: DictConfig, model: nn.Module, data: PreparedData, rt: Runtime,
+    writer: SummaryWriter | None,
+) -> Validator:
+    """The validation and final test a run of `cfg` does, on `model`'s weights."""
+    t = cfg.trainer
+    return Validator(
+        model, data, rt, writer,
+        valid_settings=decode_settings(cfg.decoding, cfg.decoding.valid_beam_size),
+        test_settings=decode_settings(cfg.decoding, cfg.decoding.beam_size),
+        batch_tokens=t.batch_tokens, pad_to_multiple=t.pad_to_multiple,
+        max_sentences=t.eval_max_sentences,
+        bleu_tokenize=bleu_tokenize_for(cfg.data.tgt_lang, cfg.data.bleu_tokenize),
+        test_set=cfg.data.test_set, probe=list(cfg.data.probe),
+        probe_reference=cfg.data.probe_reference,
+        probe_words=[list(pair) for pair in cfg.data.probe_words], links=data.links,
+    )
+
+
 def wrap_for_training(model: nn.Module, compile: bool, rt: Runtime) -> nn.Module:
     """What the forward pass calls: `model`, in bf16 with fp32 master weights on a CPU
     (`BF16Compute`, for the Transformer), compiled (dynamic shapes) and/or in DDP."""
@@ -129,17 +148,7 @@ def build_parts(cfg: DictConfig, rt: Runtime, data: PreparedData, run_dir: Path)
     )
     writer = SummaryWriter(str(run_dir / "tensorboard")) if rt.is_main else None
     evaluated = ema.model if ema is not None else model
-    validator = Validator(
-        evaluated, data, rt, writer,
-        valid_settings=decode_settings(cfg.decoding, cfg.decoding.valid_beam_size),
-        test_settings=decode_settings(cfg.decoding, cfg.decoding.beam_size),
-        batch_tokens=t.batch_tokens, pad_to_multiple=t.pad_to_multiple,
-        max_sentences=t.eval_max_sentences,
-        bleu_tokenize=bleu_tokenize_for(cfg.data.tgt_lang, cfg.data.bleu_tokenize),
-        test_set=cfg.data.test_set, probe=list(cfg.data.probe),
-        probe_reference=cfg.data.probe_reference,
-        probe_words=[list(pair) for pair in cfg.data.probe_words], links=data.links,
-    )
+    validator = build_validator(cfg, evaluated, data, rt, writer)
     config: dict[str, Any] = OmegaConf.to_container(  # type: ignore[assignment]
         cfg, resolve=True, enum_to_str=True
     )
