@@ -129,7 +129,7 @@ def test_the_averaging_script_scores_what_training_validated(run: Path, tmp_path
     out = tmp_path / "rows.json"
     done = subprocess.run(
         [sys.executable, "scripts/average_against_ema.py", str(run), "--last", "2", "3",
-         "--json", str(out)], cwd=ROOT, capture_output=True, text=True, check=True)
+         "9", "--json", str(out)], cwd=ROOT, capture_output=True, text=True, check=True)
     rows = json.loads(out.read_text())["rows"]
     assert [row["weights"] for row in rows] == [
         "EMA, newest", "trained, newest", "trained, mean of last 2", "EMA, mean of last 2",
@@ -140,4 +140,6 @@ def test_the_averaging_script_scores_what_training_validated(run: Path, tmp_path
     for key in ("valid_loss", "valid_bleu", "valid_chrf"):
         assert rows[0][key] == pytest.approx(last[key]), key
     assert rows[1]["valid_loss"] != pytest.approx(rows[0]["valid_loss"])  # other weights
+    assert rows[3]["valid_loss"] != pytest.approx(rows[2]["valid_loss"])  # EMA, not trained
     assert "| EMA, newest | step-50 |" in done.stdout
+    assert "--last 9: skipped, the run has 3 periodic checkpoints" in done.stdout
