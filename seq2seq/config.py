@@ -75,6 +75,11 @@ class Quantization(Choice):
     int8 = "int8"
 
 
+class Init(Choice):
+    torch = "torch"
+    xavier = "xavier"
+
+
 class AttentionFn(Choice):
     softmax = "softmax"
     sparsemax = "sparsemax"
@@ -270,6 +275,8 @@ class TransformerConfig(ModelConfig):
     pre_norm: bool = MISSING
     tie_embeddings: bool = MISSING
     max_len: int = MISSING
+    lexical: bool = False  # False for the configs saved before the option existed
+    init: Init = Init.torch  # torch for the configs saved before the option existed
 
 
 @dataclass

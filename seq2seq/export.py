@@ -28,7 +28,8 @@ from seq2seq.config import register_configs
 from seq2seq.ctranslate2_engine import METADATA_FILE, import_ctranslate2
 from seq2seq.errors import UserError, exit_on_user_error
 from seq2seq.inference import Loaded, load_for_inference
-from seq2seq.models.transformer import MultiHeadAttention, Transformer
+from seq2seq.models.transformer import Transformer
+from seq2seq.models.transformer_layers import MultiHeadAttention
 from seq2seq.tokenization import BOS_ID, EOS_ID, UNK_ID, Tokenizer
 
 register_configs()
@@ -127,14 +128,17 @@ def export_ctranslate2(loaded: Loaded, out: Path | str, quantization: str = "flo
     The folder is staged beside `out` and renamed into place, so it is whole or absent.
 
     Raises:
-        UserError: a model other than the Transformer, an unknown quantization, or `out`
-            already exists.
+        UserError: a model other than the Transformer, a Transformer with the lexical model,
+            an unknown quantization, or `out` already exists.
     """
     out = Path(out)
     name = loaded.config.model.name
     if not isinstance(loaded.model, Transformer):
         raise UserError(f"{loaded.checkpoint}: a {name} model has no CTranslate2 equivalent; "
                         "only the Transformer exports")
+    if loaded.model.lexical is not None:
+        raise UserError(f"{loaded.checkpoint}: CTranslate2's Transformer has no lexical model; "
+                        "export a Transformer trained with model.lexical=false")
     if quantization not in QUANTIZATIONS:
         raise UserError(f"quantization={quantization!r} is not one of {', '.join(QUANTIZATIONS)}")
     if out.exists():

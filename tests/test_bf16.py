@@ -12,7 +12,8 @@ import torch.nn.functional as F
 
 from seq2seq.models.bahdanau import Bahdanau
 from seq2seq.models.layers import Dropout, dropout
-from seq2seq.models.transformer import MultiHeadAttention, Transformer
+from seq2seq.models.transformer import Transformer
+from seq2seq.models.transformer_layers import MultiHeadAttention
 from seq2seq.training.bf16 import BF16Compute, computes_in_bf16
 from seq2seq.training.loss import token_losses
 

@@ -129,6 +129,18 @@ def test_post_norm_export_decodes_as_the_project_decoder(run: Path, tmp_path: Pa
     assert agreement(post, export, src_ids, beam_size=1) == 1.0
 
 
+def test_a_lexical_transformer_is_refused(run: Path, tmp_path: Path) -> None:
+    """CTranslate2 has no lexical model: the export says so instead of dropping the term."""
+    loaded = load_for_inference(run / "checkpoints/best.pt", "cpu")
+    cfg = OmegaConf.merge(loaded.config.model, {"lexical": True})
+    model = build_model(cfg, loaded.tokenizer.src_vocab_size, loaded.tokenizer.tgt_vocab_size)
+    lexical = Loaded(model.eval(), loaded.tokenizer,
+                     OmegaConf.merge(loaded.config, {"model": cfg}), loaded.checkpoint, CPU)
+    with pytest.raises(UserError, match="no lexical model"):
+        export_ctranslate2(lexical, tmp_path / "lexical")
+    assert not (tmp_path / "lexical").exists()
+
+
 def test_int8_export_is_smaller_and_translates(run: Path, exported: Path, tmp_path: Path) -> None:
     loaded = load_for_inference(run / "checkpoints/best.pt", "cpu")
     int8 = export_ctranslate2(loaded, tmp_path / "int8", quantization="int8")

@@ -179,7 +179,8 @@ def test_the_docs_recipes_run_each_variant_for_an_hour_on_the_docs_corpus(varian
     # the docs validation split (docs/docs_corpus.md)
     decided = {"vanilla": {"hidden_size": 256, "tie_embeddings": True},
                "luong": {"scaled_score": True},
-               "transformer": {"dropout": 0.0, "num_encoder_layers": 2, "num_decoder_layers": 2},
+               "transformer": {"dropout": 0.0, "num_encoder_layers": 2, "num_decoder_layers": 2,
+                               "init": "xavier"},
                }.get(variant, {})
     default = compose_experiment(None, f"model={variant}").model
     assert {key: cfg.model[key] for key in cfg.model if cfg.model[key] != default[key]} == decided

@@ -14,7 +14,8 @@ import pytest
 import torch
 
 from seq2seq.corpus import prepare_data
-from seq2seq.models.transformer import MultiHeadAttention, Transformer
+from seq2seq.models.transformer import Transformer
+from seq2seq.models.transformer_layers import MultiHeadAttention
 from seq2seq.runtime import setup_runtime
 from seq2seq.training.bf16 import BF16Compute
 from seq2seq.training.setup import TrainingParts, build_parts

@@ -23,8 +23,10 @@ from seq2seq.models.attention import (
 )
 from seq2seq.models.bahdanau import Bahdanau
 from seq2seq.models.base import Seq2SeqModel
+from seq2seq.models.layers import ModelConfigError
 from seq2seq.models.luong import Luong
-from seq2seq.models.transformer import MultiHeadAttention, Transformer
+from seq2seq.models.transformer import Transformer
+from seq2seq.models.transformer_layers import MultiHeadAttention
 from seq2seq.models.vanilla import VanillaSeq2Seq
 from seq2seq.tokenization import BOS_ID, EOS_ID, PAD_ID
 
@@ -452,9 +454,12 @@ def test_transformer_future_tokens_do_not_change_earlier_logits():
     assert not torch.allclose(changed_logits[:, 3:], logits[:, 3:], atol=1e-3)
 
 
-@pytest.mark.parametrize("pre_norm", [True, False], ids=["pre-norm", "post-norm"])
-def test_transformer_cached_stepping_equals_full_forward(pre_norm: bool):
-    model = transformer_model(pre_norm=pre_norm)
+@pytest.mark.parametrize(
+    ("pre_norm", "lexical"), [(True, False), (False, False), (True, True)],
+    ids=["pre-norm", "post-norm", "lexical"],
+)
+def test_transformer_cached_stepping_equals_full_forward(pre_norm: bool, lexical: bool):
+    model = transformer_model(pre_norm=pre_norm, lexical=lexical)
     src, mask, tgt_in = make_batch()
     logits, attn = model(src, mask, tgt_in)
     step_logits, step_attn = step_through(model, src, mask, tgt_in)
@@ -565,6 +570,73 @@ def test_lexical_model_depends_on_the_attended_source_word():
     assert enc.embedded is None
 
 
+def test_transformer_lexical_model_reads_the_last_layers_mean_attention():
+    """The generator's input is the final norm plus LexicalOutput(the last layer's cross-attention
+    averaged over heads, the unscaled source embeddings); without the option, the norm alone."""
+    torch.manual_seed(0)
+    model = transformer_model(lexical=True)
+    src, mask, tgt_in = make_batch()
+    out, attn = model(src, mask, tgt_in, need_attn=False, project=False)
+    assert attn is None  # the weights it computes for itself are not handed out
+    last = model.cross_attention(src, mask, tgt_in)[-1].mean(dim=1)  # (B, T, S)
+    lexical = model.lexical(last, model.src_emb(src))
+    model.lexical = None  # the same weights without the term: the norm's output alone
+    assert torch.allclose(out - lexical, model(src, mask, tgt_in, project=False)[0], atol=1e-5)
+    assert not torch.allclose(out, model(src, mask, tgt_in, project=False)[0], atol=1e-3)
+
+
+def test_transformer_lexical_model_depends_on_the_source_embeddings_it_attends():
+    """With the encoder states held fixed, changing the source embeddings changes the logits
+    of a lexical Transformer (the short path) and of no other."""
+    for lexical in (True, False):
+        torch.manual_seed(0)
+        model = transformer_model(lexical=lexical)
+        src, mask, _ = make_batch()
+        enc = model.encode(src, mask)
+        assert (enc.embedded is not None) == lexical
+        prev = torch.full((3,), BOS_ID)
+        logits, _, _ = model.decode_step(prev, model.init_state(enc), enc)
+        changed = enc.reorder(torch.arange(3))
+        if lexical:
+            changed.embedded = enc.embedded + 1.0
+        other, _, _ = model.decode_step(prev, model.init_state(changed), changed)
+        assert torch.allclose(logits, other, atol=1e-6) != lexical
+
+
+def test_transformer_lexical_option_leaves_the_other_weights_as_they_were():
+    """The lexical layer is created last: the same seed gives the other parameters the same
+    initial weights, so runs with and without it start from one model."""
+    torch.manual_seed(5)
+    plain = transformer_model().state_dict()
+    torch.manual_seed(5)
+    lexical = transformer_model(lexical=True).state_dict()
+    assert {k for k in lexical if k not in plain} == {"lexical.hidden.weight", "lexical.out.weight"}
+    assert all(torch.equal(plain[k], lexical[k]) for k in plain)
+
+
+def test_transformer_xavier_init_draws_glorot_bounds_and_zero_biases():
+    """init=xavier: each layer's linear weights within sqrt(6 / (fan_in + fan_out)) and spread
+    across it (a uniform's std is bound / sqrt(3)), biases zero; the embeddings are as before."""
+    torch.manual_seed(1)
+    model = Transformer(src_vocab_size=VOCAB, tgt_vocab_size=VOCAB, d_model=64, num_heads=4,
+                        ff_dim=256, init="xavier")
+    torch.manual_seed(1)
+    default = Transformer(src_vocab_size=VOCAB, tgt_vocab_size=VOCAB, d_model=64, num_heads=4,
+                          ff_dim=256)
+    linears = [m for m in [*model.encoder_layers.modules(), *model.decoder_layers.modules()]
+               if isinstance(m, nn.Linear)]
+    assert len(linears) == 3 * 6 + 3 * 10  # 4 projections + 2 feed-forward; 8 + 2
+    for linear in linears:
+        fan_out, fan_in = linear.weight.shape
+        bound = (6 / (fan_in + fan_out)) ** 0.5
+        assert linear.weight.abs().max() <= bound
+        assert abs(linear.weight.std().item() - bound / 3**0.5) < 0.1 * bound
+        assert torch.equal(linear.bias, torch.zeros_like(linear.bias))
+    assert torch.equal(model.tgt_emb.weight, default.tgt_emb.weight)
+    with pytest.raises(ModelConfigError, match="model.init"):
+        transformer_model(init="kaiming")
+
+
 def test_conditional_decoder_queries_after_reading_the_previous_word():
     """Nematus' conditional GRU, written out with torch.gru_cell: s'_t = GRU_1(y_{t-1}, s_{t-1})
     is the attention query, and s_t = GRU_2(c_t, s'_t) is the next state."""
@@ -635,6 +707,9 @@ OUTPUT_POSITION_MODELS = {
     "luong": ("luong", dict(emb_dim=8, hidden_size=12)),
     "transformer": ("transformer", dict(d_model=16, num_heads=2, ff_dim=32,
                                         num_encoder_layers=1, num_decoder_layers=1)),
+    "transformer-lexical": ("transformer", dict(d_model=16, num_heads=2, ff_dim=32,
+                                                num_encoder_layers=1, num_decoder_layers=2,
+                                                lexical=True)),
 }
 
 
