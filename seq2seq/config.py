@@ -80,6 +80,11 @@ class Init(Choice):
     xavier = "xavier"
 
 
+class Positions(Choice):
+    sinusoidal = "sinusoidal"
+    relative = "relative"
+
+
 class AttentionFn(Choice):
     softmax = "softmax"
     sparsemax = "sparsemax"
@@ -277,6 +282,7 @@ class TransformerConfig(ModelConfig):
     max_len: int = MISSING
     lexical: bool = False  # False for the configs saved before the option existed
     init: Init = Init.torch  # torch for the configs saved before the option existed
+    positions: Positions = Positions.sinusoidal  # the same for the configs saved before it
 
 
 @dataclass

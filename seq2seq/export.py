@@ -128,8 +128,8 @@ def export_ctranslate2(loaded: Loaded, out: Path | str, quantization: str = "flo
     The folder is staged beside `out` and renamed into place, so it is whole or absent.
 
     Raises:
-        UserError: a model other than the Transformer, a Transformer with the lexical model,
-            an unknown quantization, or `out` already exists.
+        UserError: a model other than the Transformer, a Transformer with the lexical model or
+            relative positions, an unknown quantization, or `out` already exists.
     """
     out = Path(out)
     name = loaded.config.model.name
@@ -139,6 +139,9 @@ def export_ctranslate2(loaded: Loaded, out: Path | str, quantization: str = "flo
     if loaded.model.lexical is not None:
         raise UserError(f"{loaded.checkpoint}: CTranslate2's Transformer has no lexical model; "
                         "export a Transformer trained with model.lexical=false")
+    if loaded.model.encoder_positions is not None:
+        raise UserError(f"{loaded.checkpoint}: the export writes sinusoidal positions only; "
+                        "export a Transformer trained with model.positions=sinusoidal")
     if quantization not in QUANTIZATIONS:
         raise UserError(f"quantization={quantization!r} is not one of {', '.join(QUANTIZATIONS)}")
     if out.exists():

@@ -129,16 +129,23 @@ def test_post_norm_export_decodes_as_the_project_decoder(run: Path, tmp_path: Pa
     assert agreement(post, export, src_ids, beam_size=1) == 1.0
 
 
-def test_a_lexical_transformer_is_refused(run: Path, tmp_path: Path) -> None:
-    """CTranslate2 has no lexical model: the export says so instead of dropping the term."""
+@pytest.mark.parametrize(("option", "message"), [
+    ({"lexical": True}, "no lexical model"),
+    ({"positions": "relative"}, "sinusoidal positions only"),
+], ids=["lexical", "relative-positions"])
+def test_a_transformer_ctranslate2_cannot_represent_is_refused(
+    run: Path, tmp_path: Path, option: dict, message: str
+) -> None:
+    """CTranslate2 has no lexical model, and the export writes sinusoidal positions: the export
+    says so instead of dropping a term."""
     loaded = load_for_inference(run / "checkpoints/best.pt", "cpu")
-    cfg = OmegaConf.merge(loaded.config.model, {"lexical": True})
+    cfg = OmegaConf.merge(loaded.config.model, option)
     model = build_model(cfg, loaded.tokenizer.src_vocab_size, loaded.tokenizer.tgt_vocab_size)
-    lexical = Loaded(model.eval(), loaded.tokenizer,
+    refused = Loaded(model.eval(), loaded.tokenizer,
                      OmegaConf.merge(loaded.config, {"model": cfg}), loaded.checkpoint, CPU)
-    with pytest.raises(UserError, match="no lexical model"):
-        export_ctranslate2(lexical, tmp_path / "lexical")
-    assert not (tmp_path / "lexical").exists()
+    with pytest.raises(UserError, match=message):
+        export_ctranslate2(refused, tmp_path / "refused")
+    assert not (tmp_path / "refused").exists()
 
 
 def test_int8_export_is_smaller_and_translates(run: Path, exported: Path, tmp_path: Path) -> None:

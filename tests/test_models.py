@@ -26,7 +26,7 @@ from seq2seq.models.base import Seq2SeqModel
 from seq2seq.models.layers import ModelConfigError
 from seq2seq.models.luong import Luong
 from seq2seq.models.transformer import Transformer
-from seq2seq.models.transformer_layers import MultiHeadAttention
+from seq2seq.models.transformer_layers import MultiHeadAttention, RelativePositionBias
 from seq2seq.models.vanilla import VanillaSeq2Seq
 from seq2seq.tokenization import BOS_ID, EOS_ID, PAD_ID
 
@@ -110,7 +110,11 @@ def transformer_model(**overrides: object) -> Transformer:
         d_model=16, num_heads=4, num_encoder_layers=2, num_decoder_layers=2, ff_dim=32
     )
     settings.update(overrides)
-    return Transformer(src_vocab_size=VOCAB, tgt_vocab_size=VOCAB, **settings).eval()
+    model = Transformer(src_vocab_size=VOCAB, tgt_vocab_size=VOCAB, **settings).eval()
+    for relative in (model.encoder_positions, model.decoder_positions):
+        if relative is not None:  # a trained table: the zeros it starts from would hide a bug
+            nn.init.normal_(relative.table.weight)
+    return model
 
 
 def step_through(model: nn.Module, src: Tensor, mask: Tensor, tgt_in: Tensor):
@@ -455,11 +459,15 @@ def test_transformer_future_tokens_do_not_change_earlier_logits():
 
 
 @pytest.mark.parametrize(
-    ("pre_norm", "lexical"), [(True, False), (False, False), (True, True)],
-    ids=["pre-norm", "post-norm", "lexical"],
+    ("pre_norm", "lexical", "positions"),
+    [(True, False, "sinusoidal"), (False, False, "sinusoidal"), (True, True, "sinusoidal"),
+     (True, False, "relative"), (False, False, "relative")],
+    ids=["pre-norm", "post-norm", "lexical", "relative", "relative-post-norm"],
 )
-def test_transformer_cached_stepping_equals_full_forward(pre_norm: bool, lexical: bool):
-    model = transformer_model(pre_norm=pre_norm, lexical=lexical)
+def test_transformer_cached_stepping_equals_full_forward(
+    pre_norm: bool, lexical: bool, positions: str
+):
+    model = transformer_model(pre_norm=pre_norm, lexical=lexical, positions=positions)
     src, mask, tgt_in = make_batch()
     logits, attn = model(src, mask, tgt_in)
     step_logits, step_attn = step_through(model, src, mask, tgt_in)
@@ -473,9 +481,11 @@ def test_transformer_cached_stepping_equals_full_forward(pre_norm: bool, lexical
     assert all(k.shape == (3, 4, TGT_LEN, 4) for k in state.self_keys)  # one cached entry a step
 
 
-@pytest.mark.parametrize("pre_norm", [True, False], ids=["pre-norm", "post-norm"])
-def test_transformer_fused_and_explicit_attention_agree(pre_norm: bool):
-    model = transformer_model(pre_norm=pre_norm)
+@pytest.mark.parametrize(("pre_norm", "positions"), [
+    (True, "sinusoidal"), (False, "sinusoidal"), (True, "relative")
+], ids=["pre-norm", "post-norm", "relative"])
+def test_transformer_fused_and_explicit_attention_agree(pre_norm: bool, positions: str):
+    model = transformer_model(pre_norm=pre_norm, positions=positions)
     src, mask, tgt_in = make_batch()
     fused, no_attn = model(src, mask, tgt_in, need_attn=False)
     explicit, attn = model(src, mask, tgt_in, need_attn=True)
@@ -499,6 +509,88 @@ def test_multi_head_attention_fused_and_explicit_agree(causal: bool):
         assert torch.equal(weights[..., future], torch.zeros_like(weights[..., future]))
     else:
         assert_valid_attention(weights, mask)
+
+
+@pytest.mark.parametrize("causal", [True, False], ids=["causal", "padding-mask"])
+def test_relative_bias_takes_the_same_values_and_gradients_fused_and_explicit(causal: bool):
+    """The fused kernel gets the bias and the masks as one float mask; the explicit path adds
+    the bias to the scores: the same outputs, the same gradients for the table and the input."""
+    attention = MultiHeadAttention(d_model=16, num_heads=4, attn_dropout=0.0)
+    relative = RelativePositionBias(num_heads=4, bidirectional=not causal, num_buckets=8,
+                                    max_distance=5)
+    nn.init.normal_(relative.table.weight)
+    _, mask, _ = make_batch([6, 3, 1])
+    key_mask = None if causal else mask[:, None, None, :]  # (B, 1, 1, S)
+    x = torch.randn(3, 6, 16)
+    results = []
+    for explicit in (False, True):
+        relative.zero_grad()
+        inputs = x.clone().requires_grad_()
+        out, _ = attention.attend(inputs, *attention.project_kv(inputs), key_mask, explicit,
+                                  causal=causal, bias=relative(6, 6))
+        (out * torch.linspace(-1, 1, 16)).sum().backward()
+        assert relative.table.weight.grad is not None
+        results.append((out, inputs.grad, relative.table.weight.grad.clone()))
+    for fused, explicit in zip(*results, strict=True):
+        assert torch.allclose(fused, explicit, atol=1e-5)
+    assert results[1][2].abs().sum() > 0
+
+
+def test_relative_position_buckets_follow_t5s_rule():
+    """Exact buckets for small offsets, logarithmic ones up to max_distance, the last beyond
+    (32 buckets, 128: T5's); bidirectional, keys after the query have the upper half."""
+    both = RelativePositionBias(num_heads=2, bidirectional=True)
+    offsets = torch.tensor([0, -1, 1, -7, 7, -8, 8, -20, -127, -128, -1000, 1000])
+    # 16 a side, 8 exact; -20: 8 + floor(log(20 / 8) / log(128 / 8) * 8) = 8 + 2
+    assert both.bucket(offsets).tolist() == [0, 1, 17, 7, 23, 8, 24, 10, 15, 15, 15, 31]
+    causal = RelativePositionBias(num_heads=2, bidirectional=False)
+    offsets = torch.tensor([0, -1, -15, -16, -20, -127, -128, -1000, 3])
+    # 32 for keys at or before the query, 16 exact; -20: 16 + floor(log(20/16) / log(8) * 16)
+    assert causal.bucket(offsets).tolist() == [0, 1, 15, 16, 17, 31, 31, 31, 0]
+
+
+def test_relative_bias_depends_on_the_offset_only():
+    relative = RelativePositionBias(num_heads=3, bidirectional=True, num_buckets=8, max_distance=6)
+    nn.init.normal_(relative.table.weight)
+    full = relative(7, 7)  # (H, T, N)
+    assert full.shape == (3, 7, 7)
+    assert torch.equal(full[:, 1:, 1:], full[:, :-1, :-1])  # constant along each diagonal
+    assert torch.equal(relative(2, 7, start=4), full[:, 4:6])  # a cached step's rows
+    assert not torch.equal(full[:, 3, 2], full[:, 3, 4])  # before and after differ
+
+
+def test_relative_positions_replace_the_sinusoids():
+    """With relative positions the order of the source reaches the encoder only through the
+    bias: with the tables at zero, permuting the source permutes its states."""
+    torch.manual_seed(3)
+    model = transformer_model(positions="relative")
+    src, mask, _ = make_batch([7, 7, 7])
+    order = torch.randperm(6).tolist() + [6]  # EOS stays last
+    states = model.encode(src, mask).states
+    permuted = model.encode(src[:, order], mask).states
+    assert not torch.allclose(permuted, states[:, order], atol=1e-3)
+    for relative in (model.encoder_positions, model.decoder_positions):
+        assert relative is not None
+        nn.init.zeros_(relative.table.weight)
+    states = model.encode(src, mask).states
+    assert torch.allclose(model.encode(src[:, order], mask).states, states[:, order], atol=1e-5)
+    # sinusoidal positions give no such symmetry
+    sinusoidal = transformer_model()
+    states = sinusoidal.encode(src, mask).states
+    assert not torch.allclose(sinusoidal.encode(src[:, order], mask).states, states[:, order],
+                              atol=1e-3)
+    with pytest.raises(ModelConfigError, match="model.positions"):
+        transformer_model(positions="rotary")
+
+
+def test_transformer_relative_positions_leave_the_other_weights_as_they_were():
+    torch.manual_seed(5)
+    plain = transformer_model().state_dict()
+    torch.manual_seed(5)
+    relative = transformer_model(positions="relative").state_dict()
+    assert {k for k in relative if k not in plain} == {
+        "encoder_positions.table.weight", "decoder_positions.table.weight"}
+    assert all(torch.equal(plain[k], relative[k]) for k in plain)
 
 
 def test_transformer_tied_embeddings_share_one_parameter():

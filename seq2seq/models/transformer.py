@@ -1,11 +1,11 @@
 """Encoder-decoder Transformer (Vaswani et al. 2017), written out.
 
 Multi-head scaled dot-product attention softmax(Q K^T / sqrt(d_k)) V with learned W^Q, W^K, W^V
-and W^O; sinusoidal positions; pre-norm (default) or post-norm residual blocks (the blocks are in
-`seq2seq.models.transformer_layers`); optionally one embedding matrix for source, target and
-output projection. Training uses PyTorch's fused `scaled_dot_product_attention`; the same
-function is computed explicitly when the weights are wanted, and in bf16 on a CPU
-(`layers.bf16_on_cpu`). Step-by-step decoding caches each layer's
+and W^O; sinusoidal positions, or T5's relative ones (`positions`); pre-norm (default) or
+post-norm residual blocks (the blocks are in `seq2seq.models.transformer_layers`); optionally
+one embedding matrix for source, target and output projection. Training uses PyTorch's fused
+`scaled_dot_product_attention`; the same function is computed explicitly when the weights are
+wanted, and in bf16 on a CPU (`layers.bf16_on_cpu`). Step-by-step decoding caches each layer's
 self-attention keys and values; the cross-attention keys and values are computed once.
 
 Optionally (`lexical`) the lexical model of Nguyen & Chiang (2018) that the attention RNNs have:
@@ -29,7 +29,12 @@ from torch import Tensor, nn
 from seq2seq.models.attention import LexicalOutput
 from seq2seq.models.base import EncoderOutput, reorder_tensors
 from seq2seq.models.layers import Dropout, ModelConfigError, check_joint_vocabulary
-from seq2seq.models.transformer_layers import DecoderLayer, EncoderLayer, sinusoidal_positions
+from seq2seq.models.transformer_layers import (
+    DecoderLayer,
+    EncoderLayer,
+    RelativePositionBias,
+    sinusoidal_positions,
+)
 from seq2seq.tokenization import PAD_ID
 
 
@@ -74,6 +79,9 @@ class Transformer(nn.Module):
         init: the layers' linear weights: "torch" (nn.Linear's own, uniform with bound
             1/sqrt(fan_in)) or "xavier" (Glorot uniform, bound sqrt(6 / (fan_in + fan_out)),
             zero biases: fairseq's and JoeyNMT's Transformers); embeddings are N(0, 1/D) either way.
+        positions: "sinusoidal" (added to the embeddings) or "relative" (T5's: a learned bias
+            per head and bucket of offsets in each self-attention, one table for the encoder's
+            layers and one for the decoder's; `RelativePositionBias`).
     """
 
     def __init__(
@@ -95,12 +103,17 @@ class Transformer(nn.Module):
         max_len: int = 1024,
         lexical: bool = False,
         init: str = "torch",
+        positions: str = "sinusoidal",
     ) -> None:
         super().__init__()
         if tie_embeddings:
             check_joint_vocabulary("tie_embeddings", src_vocab_size, tgt_vocab_size)
         if init not in ("torch", "xavier"):
             raise ModelConfigError(f"model.init={init!r} is not one of torch, xavier")
+        if positions not in ("sinusoidal", "relative"):
+            raise ModelConfigError(
+                f"model.positions={positions!r} is not one of sinusoidal, relative"
+            )
         self.name = name
         self.pad_id = pad_id
         self.tgt_vocab_size = tgt_vocab_size
@@ -139,23 +152,31 @@ class Transformer(nn.Module):
             self.generator.weight = self.tgt_emb.weight
         # created last, so that the other parameters draw the same initial weights without it
         self.lexical = LexicalOutput(d_model, d_model) if lexical else None
+        relative = positions == "relative"  # after the rest, which keeps its initial weights
+        self.encoder_positions = RelativePositionBias(num_heads, True) if relative else None
+        self.decoder_positions = RelativePositionBias(num_heads, False) if relative else None
 
     def _embed(self, emb: nn.Embedding, ids: Tensor, start: int = 0) -> Tensor:
-        """(B, N) ids at positions start.. -> (B, N, D) scaled embeddings plus positions."""
-        end = start + ids.size(1)
-        if end > self.max_len:
-            raise ModelConfigError(
-                f"a sequence of {end} positions is longer than model.max_len={self.max_len}"
-            )
-        x = emb(ids) * math.sqrt(self.d_model) + self.positions[start:end]
+        """(B, N) ids at positions start.. -> (B, N, D) scaled embeddings plus sinusoidal
+        positions (none with relative ones)."""
+        x = emb(ids) * math.sqrt(self.d_model)
+        if self.encoder_positions is None:
+            end = start + ids.size(1)
+            if end > self.max_len:
+                raise ModelConfigError(
+                    f"a sequence of {end} positions is longer than model.max_len={self.max_len}"
+                )
+            x = x + self.positions[start:end]
         return self.dropout(x)
 
     def encode(self, src_ids: Tensor, src_mask: Tensor) -> EncoderOutput:
         """(B, S) ids and mask -> states (B, S, D) of the last encoder layer."""
         x = self._embed(self.src_emb, src_ids)
         mask = src_mask[:, None, None, :]  # (B, 1, 1, S)
+        length, relative = src_ids.size(1), self.encoder_positions
+        bias = relative(length, length) if relative is not None else None
         for layer in self.encoder_layers:
-            x = layer(x, mask, need_weights=False)
+            x = layer(x, mask, need_weights=False, bias=bias)
         # the lexical model reads the embeddings unscaled, on the output layer's scale
         embedded = self.dropout(self.src_emb(src_ids)) if self.lexical is not None else None
         return EncoderOutput(states=self.encoder_norm(x), mask=src_mask, embedded=embedded)
@@ -178,12 +199,14 @@ class Transformer(nn.Module):
         weights (B, H, T, S), None where not needed (the lexical model needs the last)."""
         x = self._embed(self.tgt_emb, tgt_in)
         src_mask = enc.mask[:, None, None, :]  # (B, 1, 1, S)
+        length, relative = tgt_in.size(1), self.decoder_positions
+        bias = relative(length, length) if relative is not None else None
         weights = []
         last = len(self.decoder_layers) - 1
         for i, layer in enumerate(self.decoder_layers):
             cross_kv = layer.cross_attn.project_kv(enc.states)
             needed = need_weights or (i == last and self.lexical is not None)
-            x, _, layer_weights = layer(x, None, cross_kv, src_mask, needed)
+            x, _, layer_weights = layer(x, None, cross_kv, src_mask, needed, bias)
             weights.append(layer_weights)
         return self._output(x, weights[-1], enc), weights
 
@@ -204,13 +227,17 @@ class Transformer(nn.Module):
         position = state.self_keys[0].size(2)
         x = self._embed(self.tgt_emb, prev_ids.unsqueeze(1), start=position)  # (B, 1, D)
         src_mask = enc.mask[:, None, None, :]  # (B, 1, 1, S)
+        bias = (  # the new position over every cached one and itself
+            self.decoder_positions(1, position + 1, start=position)
+            if self.decoder_positions is not None else None
+        )
         keys, values = [], []
         weights = None
         last = len(self.decoder_layers) - 1
         for i, layer in enumerate(self.decoder_layers):
             cross_kv = (state.cross_keys[i], state.cross_values[i])
             self_kv = (state.self_keys[i], state.self_values[i])
-            x, (k, v), weights = layer(x, self_kv, cross_kv, src_mask, i == last)
+            x, (k, v), weights = layer(x, self_kv, cross_kv, src_mask, i == last, bias)
             keys.append(k)
             values.append(v)
         logits = self.generator(self._output(x, weights, enc)).squeeze(1)  # (B, V)

@@ -1,7 +1,8 @@
-"""The Transformer's building blocks (Vaswani et al. 2017): sinusoidal positions, multi-head
-scaled dot-product attention with its four projections, the feed-forward layer, and the encoder
-and decoder layers, each sublayer in a pre-norm or post-norm residual block. The model that
-stacks them is `seq2seq.models.transformer.Transformer`.
+"""The Transformer's building blocks (Vaswani et al. 2017): sinusoidal positions, or relative
+ones as T5 has them (a learned bias per head and bucket of offsets), multi-head scaled
+dot-product attention with its four projections, the feed-forward layer, and the encoder and
+decoder layers, each sublayer in a pre-norm or post-norm residual block. The model that stacks
+them is `seq2seq.models.transformer.Transformer`.
 
 Shapes: B batch, S source length, T target length, D d_model, H heads, K = D / H per-head size.
 """
@@ -27,6 +28,52 @@ def sinusoidal_positions(max_len: int, d_model: int) -> Tensor:
     pe[:, 0::2] = torch.sin(position * freq)
     pe[:, 1::2] = torch.cos(position * freq[: d_model // 2])
     return pe
+
+
+class RelativePositionBias(nn.Module):
+    """Relative positions as T5 has them (Raffel et al. 2020; Shaw et al. 2018 before it): each
+    head adds a learned scalar to the score of query i and key j, one per bucket of the offset
+    j - i. Offsets below `num_buckets / 4` (bidirectional) or `/ 2` (causal) have a bucket each,
+    larger ones share logarithmically wider buckets up to `max_distance`, and every offset beyond
+    shares the last. Bidirectional (the encoder): half the buckets for keys after the query;
+    causal (the decoder's self-attention): every bucket for keys at or before it. The table
+    starts at zero, so a new model starts without positions and learns them.
+    """
+
+    def __init__(
+        self, num_heads: int, bidirectional: bool, num_buckets: int = 32, max_distance: int = 128
+    ) -> None:
+        super().__init__()
+        if max_distance <= num_buckets // (4 if bidirectional else 2):
+            raise ModelConfigError(f"max_distance={max_distance} leaves no logarithmic buckets")
+        self.bidirectional = bidirectional
+        self.num_buckets = num_buckets
+        self.max_distance = max_distance
+        self.table = nn.Embedding(num_buckets, num_heads)
+        nn.init.zeros_(self.table.weight)
+
+    def bucket(self, offset: Tensor) -> Tensor:
+        """Offsets j - i (any shape, long) -> their buckets."""
+        buckets, result = self.num_buckets, torch.zeros_like(offset)
+        if self.bidirectional:
+            buckets //= 2
+            result = (offset > 0).long() * buckets  # keys after the query
+            distance = offset.abs()
+        else:
+            distance = (-offset).clamp(min=0)  # keys after the query are masked anyway
+        exact = buckets // 2
+        wide = exact + (
+            torch.log(distance.clamp(min=1).float() / exact)
+            / math.log(self.max_distance / exact) * (buckets - exact)
+        ).long()
+        return result + torch.where(distance < exact, distance, wide.clamp(max=buckets - 1))
+
+    def forward(self, num_queries: int, num_keys: int, start: int = 0) -> Tensor:
+        """The bias (H, T, N) of queries at positions start..start + T - 1 over keys 0..N - 1."""
+        device = self.table.weight.device
+        queries = torch.arange(start, start + num_queries, device=device)
+        offset = torch.arange(num_keys, device=device)[None, :] - queries[:, None]  # (T, N)
+        return self.table(self.bucket(offset)).permute(2, 0, 1)
 
 
 class MultiHeadAttention(nn.Module):
@@ -63,6 +110,7 @@ class MultiHeadAttention(nn.Module):
         mask: Tensor | None,
         need_weights: bool,
         causal: bool = False,
+        bias: Tensor | None = None,
     ) -> tuple[Tensor, Tensor | None]:
         """Queries from x attend over projected keys and values.
 
@@ -73,6 +121,7 @@ class MultiHeadAttention(nn.Module):
                 None: every key.
             need_weights: compute the weights explicitly and return them.
             causal: position i attends to keys 0..i only (T == N: the whole prefix at once).
+            bias: (H, T, N) added to the scores (`RelativePositionBias`), or None.
 
         Returns:
             (B, T, D) outputs and (B, H, T, N) weights, or None when not needed.
@@ -81,11 +130,19 @@ class MultiHeadAttention(nn.Module):
         p = self.attn_dropout if self.training else 0.0
         if need_weights or bf16_on_cpu(q):
             scores = q @ keys.transpose(-2, -1) / math.sqrt(self.head_size)  # (B, H, T, N)
+            if bias is not None:
+                scores = scores + bias.to(scores.dtype)
             if causal:
                 mask = torch.ones(x.size(1), keys.size(2), dtype=torch.bool, device=x.device).tril()
             weights = scores.softmax(dim=-1) if mask is None else masked_softmax(scores, mask)
             out = layers.dropout(weights, p, self.training) @ values  # (B, H, T, K)
         else:
+            if bias is not None:  # one float mask: the bias, -inf where attending is not allowed
+                allowed = torch.ones(bias.shape[-2:], dtype=torch.bool, device=x.device)
+                allowed = allowed.tril() if causal else allowed
+                allowed = allowed if mask is None else allowed & mask
+                mask = torch.where(allowed, bias.to(q.dtype), float("-inf"))  # (B, H, T, N)
+                causal = False
             out = F.scaled_dot_product_attention(
                 q, keys, values, attn_mask=mask, dropout_p=p, is_causal=causal
             )
@@ -132,13 +189,15 @@ class EncoderLayer(nn.Module):
         self.norm2 = nn.LayerNorm(d_model)
         self.dropout = Dropout(dropout)
 
-    def forward(self, x: Tensor, mask: Tensor, need_weights: bool) -> Tensor:
-        """x (B, S, D), mask (B, 1, 1, S) -> (B, S, D)."""
+    def forward(
+        self, x: Tensor, mask: Tensor, need_weights: bool, bias: Tensor | None = None
+    ) -> Tensor:
+        """x (B, S, D), mask (B, 1, 1, S), relative positions' bias (H, S, S) -> (B, S, D)."""
+        h = self.norm1(x) if self.pre_norm else x
+        a = self.self_attn.attend(h, *self.self_attn.project_kv(h), mask, need_weights, bias=bias)
+        x = x + self.dropout(a[0]) if self.pre_norm else self.norm1(x + self.dropout(a[0]))
         if self.pre_norm:
-            h = self.norm1(x)
-            x = x + self.dropout(self.self_attn(h, h, mask, need_weights)[0])
             return x + self.dropout(self.ff(self.norm2(x)))
-        x = self.norm1(x + self.dropout(self.self_attn(x, x, mask, need_weights)[0]))
         return self.norm2(x + self.dropout(self.ff(x)))
 
 
@@ -171,6 +230,7 @@ class DecoderLayer(nn.Module):
         cross_kv: tuple[Tensor, Tensor],
         src_mask: Tensor,
         need_weights: bool,
+        self_bias: Tensor | None = None,
     ) -> tuple[Tensor, tuple[Tensor, Tensor], Tensor | None]:
         """One decoder layer over new positions x.
 
@@ -181,6 +241,7 @@ class DecoderLayer(nn.Module):
             cross_kv: the encoder memory's keys and values (B, H, S, K).
             src_mask: (B, 1, 1, S) True at real source tokens.
             need_weights: return the cross-attention weights.
+            self_bias: relative positions' bias (H, T, t + T) of the self-attention, or None.
 
         Returns:
             (B, T, D) outputs, self-attention keys and values (B, H, t + T, K) including x,
@@ -192,7 +253,7 @@ class DecoderLayer(nn.Module):
             keys = torch.cat([self_kv[0], keys], dim=2)
             values = torch.cat([self_kv[1], values], dim=2)
         causal = self_kv is None  # a cached step sees all earlier positions and itself
-        a = self.self_attn.attend(h, keys, values, None, need_weights=False, causal=causal)[0]
+        a = self.self_attn.attend(h, keys, values, None, False, causal=causal, bias=self_bias)[0]
         x = x + self.dropout(a) if self.pre_norm else self.norm1(x + self.dropout(a))
 
         h = self.norm2(x) if self.pre_norm else x
