@@ -213,13 +213,9 @@ def _same_test_set(studies: dict[str, dict[str, Any]]) -> dict[str, tuple]:
 
 
 def fmt(value: Any) -> str:
-    if value is None:
-        return "–"
-    if isinstance(value, float):
-        return f"{value:,.2f}"
-    if isinstance(value, int):
-        return f"{value:,}"
-    return str(value)
+    if isinstance(value, float | int):
+        return f"{value:,.2f}" if isinstance(value, float) else f"{value:,}"
+    return "–" if value is None else str(value)
 
 
 def against_baseline(buckets: dict[str, list[dict]], baseline: str = "vanilla",
@@ -306,6 +302,10 @@ def write_report(out_dir: Path, studies: dict[str, dict[str, Any]], command: str
     lines.append("| sentences | " + " | ".join(fmt(counts.get(n)) for n in bucket_names) + " |")
     lines += against_baseline({v: s["buckets"] for v, s in studies.items()},
                               intervals=intervals)
+    lines += [f"| {v}: output/reference length / 4-gram precision | " + " | ".join(  # cut short,
+        f"{got[n]['length_ratio']:.2f} / {got[n]['precisions'][3]:.1f}" if n in got else "–"
+        for n in bucket_names) + " |"  # or wrong words at the right length
+        for v, got in ((v, {b["bucket"]: b for b in s["buckets"]}) for v, s in studies.items())]
     unit = "documents" if any_study["documents"] is not None else "sentences"
     lines += ["", f"Intervals: 95% paired bootstrap, 1,000 draws of the test set's {unit} with "
               "replacement.", "", "## Test BLEU difference between variants", "",

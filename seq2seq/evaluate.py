@@ -109,6 +109,7 @@ def evaluate(
         "length_penalty": settings.length_penalty,
         "bleu_by_length": bleu_by_length(
             result.sources, result.hypotheses, result.references, tokenize=tokenize,
+            **length_edges(cfg),
         ),
         "truncated": encoded[split].truncated,
         "decode_seconds": round(seconds, 2),
@@ -127,6 +128,13 @@ def evaluate(
     return metrics
 
 
+def length_edges(cfg: DictConfig) -> dict[str, tuple[int, ...]]:
+    """The corpus's length buckets (`data.length_buckets`, as `make compare` reports them), or
+    none, for `bleu_by_length`'s own, where a checkpoint's config predates them."""
+    edges = cfg.data.get("length_buckets")
+    return {} if not edges else {"edges": tuple(edges)}
+
+
 def report(metrics: dict[str, Any]) -> str:
     """The scores of `evaluate` as the lines it prints."""
     lines = [
@@ -139,6 +147,10 @@ def report(metrics: dict[str, Any]) -> str:
     buckets = ", ".join(f"{row['bucket']}: {row['bleu']:.1f} ({row['n']})"
                         for row in metrics["bleu_by_length"])
     lines.append(f"  BLEU by source words: {buckets}")
+    if all("length_ratio" in row for row in metrics["bleu_by_length"]):
+        ratios = ", ".join(f"{row['bucket']}: {row['length_ratio']:.2f} / "
+                           f"{row['precisions'][3]:.1f}" for row in metrics["bleu_by_length"])
+        lines.append(f"  output/reference length and 4-gram precision by source words: {ratios}")
     if metrics["truncated"]:
         lines.append(f"  {metrics['truncated']} sentences were truncated to the max length")
     return "\n".join(lines)

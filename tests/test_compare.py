@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -42,6 +43,9 @@ def test_compare_writes_the_report(tmp_path: Path, jobs: int) -> None:
     assert len(list((tmp_path / "runs" / "compare").glob("*/*/console.log"))) == (jobs > 1) * 2
     # the length study's buckets are the corpus's (data.length_buckets: 10, 20, ... for files)
     assert "| variant | 1-10 |" in report
+    # and per bucket the output's length against the reference's, and the 4-gram precision
+    assert re.search(r"\| vanilla: output/reference length / 4-gram precision \| "
+                     r"\d+\.\d\d / \d+\.\d \|", report)
     assert "| bahdanau − vanilla (BLEU points) |" in report and "| bahdanau / vanilla |" in report
     assert "| bahdanau − vanilla, 95% interval |" in report
     assert "| bahdanau: change of the gap from the bucket before, 95% interval |" in report

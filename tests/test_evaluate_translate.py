@@ -77,6 +77,10 @@ def test_evaluate_reproduces_the_test_bleu_of_training(run: Path) -> None:
     assert out.read_text(encoding="utf-8") == (run / "test.hyp").read_text(encoding="utf-8")
     assert metrics["test_set"] == "files-test" and metrics["beam_size"] == trained["beam_size"]
     assert sum(row["n"] for row in metrics["bleu_by_length"]) == 20
+    # the corpus's buckets (data.length_buckets: 10, 20, 30, 50), as make compare has them
+    assert metrics["bleu_by_length"][0]["bucket"] == "1-10"
+    assert all(row["length_ratio"] > 0 for row in metrics["bleu_by_length"])
+    assert "output/reference length and 4-gram precision by source words: 1-10: " in stdout
     assert f"BLEU {trained['bleu']:.2f}  {trained['bleu_signature']}" in stdout
     assert f"chrF {trained['chrf']:.2f}  {trained['chrf_signature']}" in stdout
     assert "files-test" in stdout and "attention vs word alignments: AER" in stdout

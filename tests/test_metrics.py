@@ -116,8 +116,26 @@ def test_length_buckets_omit_empty_and_score_each_bucket():
     refs = ["x y z w", "x y z w", "p q r t"]
     rows = bleu_by_length(sources, hyps, refs, edges=(5, 10))
     assert [row["bucket"] for row in rows] == ["1-5", "11+"]
-    assert rows[0] == {"bucket": "1-5", "n": 2, "bleu": pytest.approx(100.0)}
+    assert rows[0] == {"bucket": "1-5", "n": 2, "bleu": pytest.approx(100.0),
+                       "length_ratio": pytest.approx(1.0), "precisions": [100.0] * 4}
     assert rows[1]["bleu"] == pytest.approx(score(hyps[2:], refs[2:]).bleu)
+
+
+def test_length_buckets_say_whether_output_is_short_or_wrong():
+    """A bucket whose output drops words has a length ratio under 1 and full precision; one
+    whose output has the right length with a wrong word has ratio 1 and lower precision."""
+    sources = ["a b", "a b c", " ".join(["w"] * 40), " ".join(["w"] * 45)]
+    refs = ["the cat sat on the mat", "a dog ran in the park",
+            "one two three four five six seven eight", "red green blue white black pink"]
+    hyps = ["the cat sat on", "a dog ran in", "one two three four five six seven nine",
+            "red green blue white black pink"]
+    short, wrong = bleu_by_length(sources, hyps, refs, edges=(5, 10))
+    assert short["length_ratio"] == pytest.approx(8 / 12)
+    assert short["precisions"] == [100.0] * 4
+    assert wrong["length_ratio"] == pytest.approx(1.0)
+    assert wrong["precisions"][0] == pytest.approx(100 * 13 / 14)
+    assert wrong["precisions"][3] == pytest.approx(100 * 7 / 8)
+    assert short["bleu"] < 100 and wrong["bleu"] < 100
 
 
 def test_length_buckets_reject_bad_edges_and_mismatched_sources():

@@ -11,6 +11,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 from sacrebleu.metrics import BLEU, CHRF
+from sacrebleu.metrics.bleu import BLEUScore
 
 from seq2seq.errors import UserError
 
@@ -73,11 +74,15 @@ def _bleu_metric(tokenize: str | None) -> BLEU:
         ) from None
 
 
-def _corpus_bleu(metric: BLEU, hypotheses: list[str], references: list[str]) -> float:
+def _corpus_score(metric: BLEU, hypotheses: list[str], references: list[str]) -> BLEUScore:
     try:
-        return float(metric.corpus_score(hypotheses, [references]).score)
+        return metric.corpus_score(hypotheses, [references])
     except RuntimeError as err:  # sacrebleu raises this when ko-mecab / ja-mecab are missing
         raise UserError(f"BLEU tokenizer {metric.tokenize!r} cannot run: {err}".strip()) from None
+
+
+def _corpus_bleu(metric: BLEU, hypotheses: list[str], references: list[str]) -> float:
+    return float(_corpus_score(metric, hypotheses, references).score)
 
 
 def score(hypotheses: list[str], references: list[str], tokenize: str | None = None) -> Scores:
@@ -123,7 +128,10 @@ def bleu_by_length(
     edges: tuple[int, ...] = (5, 10, 15, 20, 30),
     tokenize: str | None = None,
 ) -> list[dict]:
-    """Corpus BLEU per bucket of source length, to show where long sentences lose quality.
+    """Corpus BLEU per bucket of source length, to show where long sentences lose quality, with
+    what BLEU is made of there: the output's length against the reference's (a ratio under 1 is
+    output cut short, which the brevity penalty charges) and the n-gram precisions (wrong or
+    missing words at the right length).
 
     A sentence's length is its number of whitespace-separated source words. The buckets are
     `1-e0`, `e0+1-e1`, ..., and `e_last+1+`; an empty source line counts in the first bucket.
@@ -136,8 +144,11 @@ def bleu_by_length(
         tokenize: sacrebleu's BLEU tokenizer, as in `score`.
 
     Returns:
-        `[{"bucket": "1-5", "n": 12, "bleu": 31.4}, ...]` in length order; buckets with no
-        sentence are left out, so the `n` add up to the corpus size.
+        `[{"bucket": "1-5", "n": 12, "bleu": 31.4, "length_ratio": 0.97,
+        "precisions": [64.1, 40.2, 27.5, 19.0]}, ...]` in length order (the ratio of the
+        hypotheses' tokens to the references', the 1- to 4-gram precisions in percent, both
+        sacrebleu's under `tokenize`); buckets with no sentence are left out, so the `n` add
+        up to the corpus size.
 
     Raises:
         UserError: the three lists differ in length or are empty, or the tokenizer is unknown.
@@ -149,7 +160,10 @@ def bleu_by_length(
     for label, idx in _bucket_members(sources, edges):
         hyps = [hypotheses[i] for i in idx]
         refs = [references[i] for i in idx]
-        rows.append({"bucket": label, "n": len(idx), "bleu": _corpus_bleu(bleu, hyps, refs)})
+        found = _corpus_score(bleu, hyps, refs)
+        rows.append({"bucket": label, "n": len(idx), "bleu": float(found.score),
+                     "length_ratio": found.sys_len / max(found.ref_len, 1),
+                     "precisions": [float(p) for p in found.precisions]})
     return rows
 
 

@@ -23,7 +23,7 @@ from torch.utils.tensorboard import SummaryWriter
 
 from seq2seq.alignment import Links
 from seq2seq.checkpoint import load_checkpoint
-from seq2seq.corpus import PreparedData, encode_split
+from seq2seq.corpus import EncodedSplit, PreparedData, encode_split
 from seq2seq.data.batching import collate, token_batches
 from seq2seq.decoding import DecodeSettings
 from seq2seq.evaluation.aer import probe_alignment
@@ -38,6 +38,31 @@ from seq2seq.runtime import Runtime, release_freed_memory
 from seq2seq.tokenization import EOS_ID, PAD_ID, Tokenizer
 from seq2seq.training.loss import linear_token_losses
 from seq2seq.visualization import attention_heatmap, head_grid
+
+
+@torch.inference_mode()
+def split_loss(model: nn.Module, split: EncodedSplit, rt: Runtime, batch_tokens: int,
+               pad_to_multiple: int = 1) -> float:
+    """The per-token NLL of `model` teacher-forced on `split` (no label smoothing), in eval
+    mode, in batches of about `batch_tokens` at `rt`'s device and precision."""
+    total, tokens = 0.0, 0
+    batches = token_batches(split.src_lens, split.tgt_lens, batch_tokens, shuffle=False,
+                            seed=0, epoch=0)
+    with eval_mode(model):
+        for indices in batches:
+            batch = collate(
+                [split.src_ids[i] for i in indices], [split.tgt_ids[i] for i in indices],
+                indices, pad_to_multiple=pad_to_multiple,
+            ).to(rt.device, non_blocking=rt.device.type == "cuda")
+            with rt.autocast():
+                features, _ = model(batch.src, batch.src_mask, batch.tgt_in, need_attn=False,
+                                    project=False)
+            generator = model.generator
+            _, nll = linear_token_losses(features.flatten(0, 1), generator.weight,
+                                         generator.bias, batch.tgt_out.flatten(), PAD_ID)
+            total += nll.item()
+            tokens += batch.num_tgt_tokens
+    return total / max(tokens, 1)
 
 
 class Validator:
@@ -95,29 +120,10 @@ class Validator:
         self.valid = valid if len(keep) == len(valid) else valid.subset(keep)
         self.valid_links = None if links is None else [links["validation"][i] for i in keep]
 
-    @torch.inference_mode()
     def loss(self) -> float:
         """The per-token NLL of the validation split (no label smoothing)."""
-        split = self.valid
-        total, tokens = 0.0, 0
-        batches = token_batches(
-            split.src_lens, split.tgt_lens, self.batch_tokens, shuffle=False, seed=0, epoch=0,
-        )
-        with eval_mode(self.model):
-            for indices in batches:
-                batch = collate(
-                    [split.src_ids[i] for i in indices], [split.tgt_ids[i] for i in indices],
-                    indices, pad_to_multiple=self.pad_to_multiple,
-                ).to(self.rt.device, non_blocking=self.rt.device.type == "cuda")
-                with self.rt.autocast():
-                    features, _ = self.model(batch.src, batch.src_mask, batch.tgt_in,
-                                             need_attn=False, project=False)
-                generator = self.model.generator
-                _, nll = linear_token_losses(features.flatten(0, 1), generator.weight,
-                                             generator.bias, batch.tgt_out.flatten(), PAD_ID)
-                total += nll.item()
-                tokens += batch.num_tgt_tokens
-        return total / max(tokens, 1)
+        return split_loss(self.model, self.valid, self.rt, self.batch_tokens,
+                          self.pad_to_multiple)
 
     def validate(self, step: int, elapsed: float) -> dict[str, float]:
         """Validation loss, BLEU, chrF, focus as one history row; to TensorBoard with samples
