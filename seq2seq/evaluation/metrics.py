@@ -81,10 +81,6 @@ def _corpus_score(metric: BLEU, hypotheses: list[str], references: list[str]) ->
         raise UserError(f"BLEU tokenizer {metric.tokenize!r} cannot run: {err}".strip()) from None
 
 
-def _corpus_bleu(metric: BLEU, hypotheses: list[str], references: list[str]) -> float:
-    return float(_corpus_score(metric, hypotheses, references).score)
-
-
 def score(hypotheses: list[str], references: list[str], tokenize: str | None = None) -> Scores:
     """Corpus BLEU and chrF of detokenized hypotheses against one reference each.
 
@@ -104,7 +100,7 @@ def score(hypotheses: list[str], references: list[str], tokenize: str | None = N
     _check_pairs(hypotheses, references)
     bleu = _bleu_metric(tokenize)
     chrf = CHRF()
-    bleu_score = _corpus_bleu(bleu, hypotheses, references)
+    bleu_score = float(_corpus_score(bleu, hypotheses, references).score)
     chrf_score = float(chrf.corpus_score(hypotheses, [references]).score)
     return Scores(
         bleu=bleu_score,
