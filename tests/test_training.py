@@ -145,7 +145,7 @@ def test_resume_after_sigterm_is_exact(tmp_path: Path) -> None:
     # one shape of metrics however a run ends
     interrupted = json.loads((killed_dir / "run/metrics.json").read_text())
     finished = json.loads((tmp_path / "a/run/metrics.json").read_text())
-    assert interrupted["stopped_by"] == "SIGTERM" and finished["stopped_by"] == "budget"
+    assert interrupted["stopped_by"] == "SIGTERM" and finished["stopped_by"] == "max_steps"
     assert interrupted.keys() == finished.keys()
 
     resumed = tiny_config(killed_dir, *common, "trainer.resume=true", data_root=tmp_path / "data")
@@ -260,6 +260,19 @@ def test_the_linear_schedule_falls_to_zero_where_the_budget_ends(
         assert 0 < rates[-1] < 1e-3 * 0.5  # the last update starts past half the time
 
 
+def test_the_time_limit_is_a_safety_net_that_says_it_cut_the_run_short(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A step budget the time limit ends first: the metrics name max_time and the console says
+    at which update of how many the run was cut."""
+    cfg = tiny_config(tmp_path, "trainer.max_steps=100000", "trainer.max_time=1.0",
+                      "trainer.eval_every=100000", "trainer.final_test=false")
+    metrics = train(cfg)
+    assert metrics["stopped_by"] == "max_time" and 0 < metrics["steps"] < 100000
+    line = f"ended the run at update {metrics['steps']} of trainer.max_steps=100000"
+    assert line in capsys.readouterr().out
+
+
 def test_the_wsd_schedule_holds_the_rate_then_decays_over_the_last_steps(
     tmp_path: Path,
 ) -> None:
@@ -340,7 +353,7 @@ def test_max_epochs_trains_exactly_that_many_epochs(tmp_path: Path, accum_steps:
     parts.close()
     assert batches > 2
     assert metrics["steps"] == math.ceil(batches / accum_steps)
-    assert metrics["stopped_by"] == "budget"
+    assert metrics["stopped_by"] == "max_epochs"
     assert load_checkpoint(tmp_path / "run/checkpoints/last.pt")["progress"]["epoch"] == 1
 
 

@@ -30,7 +30,8 @@ from seq2seq.training.stopping import StopSignal, agree_to_stop
 
 @dataclass(frozen=True)
 class RunOutcome:
-    """How `run` ended: stopped_by is budget, early stopping or a signal's name."""
+    """How `run` ended: stopped_by is the budget reached (max_steps, max_epochs, max_time),
+    early stopping or a signal's name."""
 
     stopped_by: str
     step: int
@@ -87,7 +88,11 @@ def run(parts: TrainingParts, progress: Progress) -> RunOutcome:
     if rt.is_main and (not progress.history or progress.history[-1]["step"] != progress.step):
         validate_and_keep_best(parts, progress, elapsed)  # the final weights are always validated
     checkpointer.save_last(progress, elapsed)
-    return RunOutcome(stopped_by or "budget", progress.step, elapsed, interrupted=False)
+    if stopped_by is None:
+        stopped_by = parts.budget.reached(progress, elapsed) or "budget"
+        if rt.is_main and (line := parts.budget.cut_short(progress, elapsed)):
+            tqdm.write(line)
+    return RunOutcome(stopped_by, progress.step, elapsed, interrupted=False)
 
 
 def validate_and_keep_best(parts: TrainingParts, progress: Progress, elapsed: float) -> bool:

@@ -34,11 +34,29 @@ class Budget:
 
     def left(self, progress: Progress, elapsed: float) -> bool:
         """Whether another update is within the step, epoch and time budgets."""
+        return self.reached(progress, elapsed) is None
+
+    def reached(self, progress: Progress, elapsed: float) -> str | None:
+        """The budget that ends training now ("max_steps", "max_epochs", "max_time"), or None."""
         if self.max_steps is not None and progress.step >= self.max_steps:
-            return False
+            return "max_steps"
         if self.max_epochs is not None and progress.epoch >= self.max_epochs:
-            return False
-        return self.max_time is None or elapsed < self.max_time
+            return "max_epochs"
+        if self.max_time is not None and elapsed >= self.max_time:
+            return "max_time"
+        return None
+
+    def cut_short(self, progress: Progress, elapsed: float) -> str | None:
+        """A line saying the time limit, a safety net, ended the run before its step or epoch
+        budget; None when it did not."""
+        if self.reached(progress, elapsed) != "max_time" or (
+                self.max_steps is None and self.max_epochs is None):
+            return None
+        counted = (f"update {progress.step} of trainer.max_steps={self.max_steps}"
+                   if self.max_steps is not None
+                   else f"epoch {progress.epoch} of trainer.max_epochs={self.max_epochs}")
+        return (f"cut short: the time limit (trainer.max_time={self.max_time:g} s) ended the "
+                f"run at {counted}; this machine was slower than the budget assumes")
 
     def spent(self, step: int, elapsed: float) -> float:
         """The share of the step and time budgets used after `step` updates and `elapsed`
