@@ -33,7 +33,7 @@ register_configs()
 
 
 def metrics_path(hypotheses: Path) -> Path:
-    """`<run>/test.beam5.hyp` -> `<run>/test.beam5.metrics.json`."""
+    """`<run>/test.best.beam5.hyp` -> `<run>/test.best.beam5.metrics.json`."""
     return hypotheses.with_suffix(".metrics.json")
 
 
@@ -54,8 +54,10 @@ def evaluate(
         beam_size: beam size; None: the checkpoint's `decoding.beam_size` (1 is greedy).
         batch_size: sentences decoded at once; None: the checkpoint's `decoding.batch_size`.
         device: auto, cpu, cuda, cuda:N or mps.
-        output: the hypotheses file; None: `<run>/<split>.beam<k>.hyp`. The metrics go next
-            to it, `.hyp` replaced by `.metrics.json`.
+        output: the hypotheses file; None: `<run>/<split>.<checkpoint>.beam<k>.hyp` (the
+            checkpoint's file name without `.pt`: `test.best.beam5.hyp`), so evaluations of
+            several checkpoints of a run stand side by side. The metrics go next to it,
+            `.hyp` replaced by `.metrics.json`.
         tokenizer_dir: the tokenizer folder; None: `<run>/tokenizer`.
 
     Returns:
@@ -97,7 +99,7 @@ def evaluate(
                              links["validation"], loaded.device)
     run_dir = loaded.checkpoint.parent.parent
     hyp_path = Path(output) if output is not None else (
-        run_dir / f"{split}.beam{settings.beam_size}.hyp"
+        run_dir / f"{split}.{loaded.checkpoint.stem}.beam{settings.beam_size}.hyp"
     )
     json_path = metrics_path(hyp_path)
     metrics = {

@@ -22,6 +22,7 @@ from seq2seq.config import register_configs
 from seq2seq.corpus import encode_split
 from seq2seq.decoding import DecodeSettings
 from seq2seq.errors import UserError
+from seq2seq.evaluate import evaluate
 from seq2seq.evaluation import decode_and_score as decode_and_score_module
 from seq2seq.evaluation.aer import ALIGNMENT_BATCH_CELLS, score_alignment
 from seq2seq.evaluation.decode_and_score import decode_and_score
@@ -70,7 +71,7 @@ def test_evaluate_reproduces_the_test_bleu_of_training(run: Path) -> None:
                f"beam_size={trained['beam_size']}", "device=cpu")
     stdout = proc.stdout.decode()
     assert proc.returncode == 0, proc.stderr.decode()
-    out = run / f"test.beam{trained['beam_size']}.hyp"  # the default: next to the run
+    out = run / f"test.best.beam{trained['beam_size']}.hyp"  # the default: next to the run
     metrics = json.loads(out.with_suffix(".metrics.json").read_text())
     assert metrics["bleu"] == trained["bleu"]
     assert metrics["chrf"] == trained["chrf"]
@@ -85,6 +86,24 @@ def test_evaluate_reproduces_the_test_bleu_of_training(run: Path) -> None:
     assert f"chrF {trained['chrf']:.2f}  {trained['chrf_signature']}" in stdout
     assert "files-test" in stdout and "attention vs word alignments: AER" in stdout
     assert same_figures(metrics["alignment"], trained["alignment"])  # same links and attention
+
+
+
+def test_evaluating_two_checkpoints_of_a_run_keeps_both_results(run: Path) -> None:
+    """The default file names carry the checkpoint's: a second checkpoint's evaluation
+    (another step, an average) writes beside the first's instead of over it."""
+    best, earlier = run / "checkpoints/best.pt", min(
+        run.glob("checkpoints/step-*.pt"), key=lambda p: int(p.stem.removeprefix("step-")))
+    results = [evaluate(ckpt, split="validation", beam_size=1, device="cpu")
+               for ckpt in (best, earlier)]
+    paths = [Path(r["hypotheses"]) for r in results]
+    assert [p.name for p in paths] == ["validation.best.beam1.hyp",
+                                       f"validation.{earlier.stem}.beam1.hyp"]
+    assert results[0]["step"] != results[1]["step"]
+    for path, ckpt, result in zip(paths, (best, earlier), results, strict=True):
+        assert path.parent == run and path.is_file()
+        kept = json.loads(path.with_suffix(".metrics.json").read_text())
+        assert kept["checkpoint"] == str(ckpt) and kept["step"] == result["step"]
 
 
 def test_translate_keeps_empty_lines_and_writes_heatmaps(run: Path, tmp_path: Path) -> None:
@@ -356,7 +375,7 @@ def test_evaluate_reproduces_the_per_head_alignment_of_training(transformer_run:
     proc = cli("evaluate", f"ckpt={transformer_run / 'checkpoints/best.pt'}", "split=test",
                f"beam_size={trained['beam_size']}", "device=cpu")
     assert proc.returncode == 0, proc.stderr.decode()
-    out = transformer_run / f"test.beam{trained['beam_size']}.hyp"
+    out = transformer_run / f"test.best.beam{trained['beam_size']}.hyp"
     metrics = json.loads(out.with_suffix(".metrics.json").read_text())
     assert metrics["bleu"] == trained["bleu"]
     ours, theirs = metrics["alignment"], trained["alignment"]
