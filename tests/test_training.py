@@ -444,9 +444,10 @@ def test_off_a_terminal_the_log_is_one_plain_line_per_interval(
 ) -> None:
     """`make train > log 2>&1`: no progress-bar frames, one line per trainer.log_every."""
     train(tiny_config(tmp_path, "trainer.progress=true", "trainer.max_steps=20",
-                      "trainer.log_every=5", "trainer.eval_every=1000",
+                      "trainer.max_time=3600", "trainer.log_every=5", "trainer.eval_every=1000",
                       "trainer.final_test=false"))
     captured = capsys.readouterr()
     assert "\r" not in captured.out + captured.err
     lines = [line for line in captured.out.splitlines() if "tok_s" in line]
-    assert [line.split(":")[0] for line in lines] == ["step 5", "step 10", "step 15", "step 20"]
+    assert [line.split(":")[0] for line in lines] == [f"step {n}/20" for n in (5, 10, 15, 20)]
+    assert not any(" left " in line for line in lines)  # time is a safety net beside steps

@@ -34,7 +34,8 @@ class TrainLog:
         every: updates per interval.
         max_bad_steps: dropped updates in a row that stop the run.
         max_steps: the step budget, the length of the bar; None: open-ended.
-        max_time: the time budget in seconds, shown as the time left; None: none.
+        max_time: the time budget in seconds, shown as the time left when there is no step
+            budget (then it is a safety net); None: none.
         console: print progress at all (trainer.progress).
         clock: seconds from a fixed origin, for the speed; `time.monotonic` unless a test
             sets the time.
@@ -104,12 +105,13 @@ class TrainLog:
         step = progress.step
         progress.losses.append([step, loss])
         figures = {"loss": f"{loss:.3f}", "tok_s": f"{tok_per_s:,.0f}", "lr": f"{lr:.2e}"}
-        if self.max_time is not None:
+        if self.max_time is not None and self.max_steps is None:  # else time is a safety net
             figures["left"] = f"{max(self.max_time - elapsed, 0):.0f}s"
         if self.live and self.bar is not None:
             self.bar.set_postfix(figures)
         elif self.console:
-            print(f"step {step}: " + " ".join(f"{k} {v}" for k, v in figures.items()),
+            of = "" if self.max_steps is None else f"/{self.max_steps}"
+            print(f"step {step}{of}: " + " ".join(f"{k} {v}" for k, v in figures.items()),
                   flush=True)
         if self.writer is not None:
             self.writer.add_scalar("train/loss", loss, step)
