@@ -3,8 +3,13 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 ARGS ?=
+WHEEL_PYTHON ?=
+EXTRAS ?= dev
+EXCLUDE ?=
+WHEELS ?=
 
-.PHONY: help train corpus test test-slow test-all compare prepare tensorboard benchmark lint clean
+.PHONY: help train corpus test test-slow test-all compare prepare tensorboard benchmark lint clean \
+	wheelhouse install-offline
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
@@ -50,6 +55,17 @@ benchmark: $(VENV)/.installed  ## training speed, decoding time and memory of ea
 
 lint: $(VENV)/.installed  ## ruff
 	$(VENV)/bin/ruff check seq2seq tests scripts
+
+# For a machine with torch but no package registry (the lent H200): the wheels of everything but
+# torch, built here; WHEEL_PYTHON=3.12 for another version, EXTRAS=sweep,serve,align for extras,
+# EXCLUDE=scripts/preinstalled/h200.txt to also write the subset that machine lacks.
+wheelhouse:  ## wheels of every dependency but torch: WHEEL_PYTHON=3.12 EXTRAS=dev EXCLUDE=file
+	$(PYTHON) scripts/wheelhouse.py $(if $(WHEEL_PYTHON),--python $(WHEEL_PYTHON)) \
+		--extras '$(EXTRAS)' $(if $(EXCLUDE),--exclude $(EXCLUDE)) \
+		$(if $(FALLBACKS),--fallbacks $(FALLBACKS))
+
+install-offline:  ## .venv on PYTHON's own torch from WHEELS (a wheelhouse), no registry
+	scripts/install_offline.sh $(PYTHON) $(WHEELS)
 
 clean:  ## remove runs, results of runs and caches (keeps data/ and .venv)
 	rm -rf runs outputs multirun .pytest_cache .ruff_cache

@@ -204,6 +204,7 @@ def test_symmetrized_links_are_intersection_and_union() -> None:
 def test_eflomal_aligns_a_real_corpus_and_the_links_are_cached(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    pytest.importorskip("eflomal", reason="needs the align extra")
     rows = pairs(300, seed=0)
     splits = {"train": ([s for s, _ in rows[:280]], [t for _, t in rows[:280]]),
               "test": ([s for s, _ in rows[280:]], [t for _, t in rows[280:]])}
@@ -245,6 +246,7 @@ def test_trainings_that_align_the_same_corpus_at_once_go_on_with_the_same_links(
         tmp_path: Path) -> None:
     """make compare with jobs=2 starts two trainings that align one corpus together; eflomal
     samples differently in each, and both must score on the links that are cached."""
+    pytest.importorskip("eflomal", reason="needs the align extra")
     import json
     import subprocess
 
@@ -263,6 +265,7 @@ def test_trainings_that_align_the_same_corpus_at_once_go_on_with_the_same_links(
 
 
 def test_a_folder_left_half_written_by_an_older_version_is_replaced(tmp_path: Path) -> None:
+    pytest.importorskip("eflomal", reason="needs the align extra")
     rows = pairs(300, seed=2)
     splits = {"train": ([s for s, _ in rows[:280]], [t for _, t in rows[:280]]),
               "test": ([s for s, _ in rows[280:]], [t for _, t in rows[280:]])}

@@ -11,6 +11,10 @@ import sys
 from pathlib import Path
 
 import pytest
+
+pytest.importorskip("hydra_plugins.hydra_optuna_sweeper", reason="needs the sweep extra")
+pytest.importorskip("hydra_plugins.hydra_submitit_launcher", reason="needs the sweep extra")
+
 import yaml
 from hydra import compose, initialize_config_dir
 from hydra.core.override_parser.overrides_parser import OverridesParser
