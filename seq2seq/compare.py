@@ -38,7 +38,6 @@ from seq2seq.evaluation.metrics import (
 )
 from seq2seq.inference import load_for_inference
 from seq2seq.tokenization import EOS_ID
-from seq2seq.training.loop import train
 from seq2seq.visualization import (
     bleu_bars,
     bleu_curves,
@@ -70,7 +69,7 @@ def variant_overrides(
     """A variant's training overrides: its recipe (`experiment=<recipe>_<variant>`) if any,
     the comparison's budget, then the user's overrides."""
     chosen = [f"experiment={recipe}_{variant}"] if recipe else []
-    budget = [f"trainer.max_time={max_time}", "trainer.progress=false"]
+    budget = [f"trainer.max_time={max_time}", "trainer.max_steps=null", "trainer.progress=false"]
     return [*chosen, *budget, *overrides, f"model={variant}", f"run_dir={run_dir}"]
 
 
@@ -85,14 +84,19 @@ def compose_variant(
                                                              run_dir, recipe))
 
 
-def train_in_a_process(variant: str, overrides: list[str], run_dir: Path) -> dict[str, Any]:
-    """Train one variant with `python -m seq2seq.train` (its console to run_dir/console.log);
-    returns its metrics.json."""
+def train_in_a_process(variant: str, overrides: list[str], run_dir: Path,
+                       echo: bool = False) -> dict[str, Any]:
+    """Train one variant in a process of its own (whose peak memory is the variant's own), its
+    console to run_dir/console.log and, with `echo`, to this one; returns its metrics.json."""
     run_dir.mkdir(parents=True, exist_ok=True)
-    with open(run_dir / "console.log", "w", encoding="utf-8") as log:
-        done = subprocess.run([sys.executable, "-m", "seq2seq.train", *overrides,
-                               f"hydra.run.dir={run_dir}"], stdout=log, stderr=subprocess.STDOUT,
-                              check=False)
+    command = [sys.executable, "-u", "-m", "seq2seq.train", *overrides, f"hydra.run.dir={run_dir}"]
+    with (open(run_dir / "console.log", "w", encoding="utf-8") as log,
+          subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                           encoding="utf-8", errors="replace") as done):
+        for line in done.stdout or []:
+            log.write(line)
+            if echo:
+                print(line, end="", flush=True)
     if done.returncode != 0:
         raise UserError(f"{variant} failed (exit status {done.returncode}): see "
                         f"{run_dir / 'console.log'}")
@@ -181,8 +185,8 @@ def study_variant(variant: str, run_dir: Path, metrics: dict[str, Any]) -> dict[
 def gap_intervals(studies: dict[str, dict[str, Any]], baseline: str = "vanilla"
                   ) -> dict[str, dict[str, list[dict]]]:
     """Each variant's BLEU gap to the baseline per length bucket and its change from bucket to
-    bucket, with 95% paired bootstrap intervals that draw the test set's documents where it
-    has them (`bleu_gap_by_length` on the beam hypotheses); none without the baseline."""
+    bucket, with 95% paired bootstrap intervals (`bleu_gap_by_length` on the beam hypotheses:
+    each bucket's own families, or sentences, drawn); none without the baseline."""
     if baseline not in studies:
         return {}
     sources, base_hyps, references = _same_test_set(studies)[baseline]
@@ -227,7 +231,7 @@ def against_baseline(buckets: dict[str, list[dict]], baseline: str = "vanilla",
 
     Both matter: a baseline near zero BLEU on long sentences has little left to lose there, so
     the difference in points can shrink while the ratio grows. The interval of a change says
-    whether the gap moved from one bucket to the next by more than the draw of test documents.
+    whether the gap moved from one bucket to the next by more than the bootstrap's draw.
     """
     if baseline not in buckets:
         return []
@@ -306,10 +310,11 @@ def write_report(out_dir: Path, studies: dict[str, dict[str, Any]], command: str
         f"{got[n]['length_ratio']:.2f} / {got[n]['precisions'][3]:.1f}" if n in got else "–"
         for n in bucket_names) + " |"  # or wrong words at the right length
         for v, got in ((v, {b["bucket"]: b for b in s["buckets"]}) for v, s in studies.items())]
-    unit = "documents" if any_study["documents"] is not None else "sentences"
-    lines += ["", f"Intervals: 95% paired bootstrap, 1,000 draws of the test set's {unit} with "
-              "replacement.", "", "## Test BLEU difference between variants", "",
-              *difference_rows(differences or [])]
+    unit = "sentences" if any_study["documents"] is None else "families of documents"
+    lines += ["", "Intervals: 95% paired bootstrap, 1,000 draws with replacement of the test "
+              f"set's {unit}, within each length bucket for the length study (every draw holds "
+              "every bucket), over the whole test set for the differences.", "",
+              "## Test BLEU difference between variants", "", *difference_rows(differences or [])]
     lines += ["", "AER: attention teacher-forced on the test references against eflomal word "
               "alignments (lower is better); aer_diagonal and aer_shifted score the diagonal "
               "and the diagonal shifted by one word on the same words; aer_shift_att: the "
@@ -359,25 +364,20 @@ def main(argv: list[str] | None = None) -> None:
     stamp = f"{datetime.now():%Y-%m-%d_%H-%M-%S}"
     root = Path(base.runs_root) / "compare" / stamp
 
-    def train_variant(variant: str) -> dict[str, Any]:
+    def train_variant(variant: str) -> tuple[str, dict[str, Any]]:
         run_dir = root / variant
         print(f"=== {variant}: {settings.max_time:.0f}s of training into {run_dir}", flush=True)
         start = time.monotonic()
-        if settings.jobs == 1:
-            metrics = train(compose_variant(variant, settings.max_time, training, run_dir,
-                                            settings.recipe))
-        else:
-            metrics = train_in_a_process(variant, variant_overrides(
-                variant, settings.max_time, training, run_dir, settings.recipe), run_dir)
+        chosen = variant_overrides(variant, settings.max_time, training, run_dir, settings.recipe)
+        metrics = train_in_a_process(variant, chosen, run_dir, echo=settings.jobs == 1)
         print(f"=== {variant} done in {time.monotonic() - start:.0f}s", flush=True)
-        return metrics
+        return variant, metrics
 
-    if settings.jobs == 1:  # in this process (its signal handlers need the main thread)
-        trained = {variant: train_variant(variant) for variant in settings.variants}
-    else:  # that many at once, each in its own process; give each its share with trainer.threads
-        with ThreadPoolExecutor(max_workers=settings.jobs) as pool:
-            trained = dict(zip(settings.variants, pool.map(train_variant, settings.variants),
-                               strict=True))
+    pool = ThreadPoolExecutor(max_workers=settings.jobs)  # trainer.threads shares the cores
+    try:  # on Ctrl-C the running variants save last.pt (their own SIGINT) and no other starts
+        trained = dict(pool.map(train_variant, settings.variants))
+    finally:
+        pool.shutdown(cancel_futures=True)
     studies = {variant: study_variant(variant, root / variant, metrics)
                for variant, metrics in trained.items()}
     out_dir = Path(settings.out_dir)
@@ -391,7 +391,7 @@ def main(argv: list[str] | None = None) -> None:
                       for v, s in studies.items()},
          "differences": differences,
          "bootstrap_unit": "sentence" if next(iter(studies.values()))["documents"] is None
-         else "document"}, indent=2))
+         else "family"}, indent=2))
     print((out_dir / "compare.md").read_text(encoding="utf-8"))
     print(f"runs: {root} (make tensorboard overlays them)")
 

@@ -168,7 +168,9 @@ def _glibc_function(name: str) -> Any:
 
 
 def peak_memory_mib() -> float:
-    """This process's peak resident memory so far (ru_maxrss), in MiB."""
+    """This process's peak resident memory so far (ru_maxrss), in MiB. It never falls: a run
+    measured after another in the same process reads the larger peak of the two, so compare
+    trains each variant in a process of its own."""
     import resource
 
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss

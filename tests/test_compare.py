@@ -9,7 +9,15 @@ from pathlib import Path
 
 import pytest
 
-from seq2seq.compare import COLUMNS, against_baseline, main
+from seq2seq.compare import (
+    COLUMNS,
+    against_baseline,
+    gap_intervals,
+    main,
+    pairwise_differences,
+    write_report,
+)
+from seq2seq.evaluation.metrics import bleu_by_length, score
 from tests.tiny import QUICK_TRAINER, corpus_overrides
 
 
@@ -40,7 +48,8 @@ def test_compare_writes_the_report(tmp_path: Path, jobs: int) -> None:
                  "probe_attention.png"):
         assert (out / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", name
     assert len(list((tmp_path / "runs" / "compare").glob("*/*/tensorboard"))) == 2
-    assert len(list((tmp_path / "runs" / "compare").glob("*/*/console.log"))) == (jobs > 1) * 2
+    # every variant trains in a process of its own, also one after another
+    assert len(list((tmp_path / "runs" / "compare").glob("*/*/console.log"))) == 2
     # the length study's buckets are the corpus's (data.length_buckets: 10, 20, ... for files)
     assert "| variant | 1-10 |" in report
     # and per bucket the output's length against the reference's, and the 4-gram precision
@@ -64,6 +73,22 @@ def test_compare_writes_the_report(tmp_path: Path, jobs: int) -> None:
     assert difference["difference"] == pytest.approx(
         studied["vanilla"]["row"]["test_bleu_beam5"]
         - studied["bahdanau"]["row"]["test_bleu_beam5"], abs=0.01)
+
+
+@pytest.mark.slow
+def test_one_after_another_each_variant_reports_its_own_peak_memory(tmp_path: Path) -> None:
+    """jobs=1: a smaller model trained after a larger one reports its own, lower peak, not the
+    larger one's (a process's peak resident memory never falls)."""
+    out = tmp_path / "results"
+    main(["compare.jobs=1", *corpus_overrides(tmp_path / "data"), *QUICK_TRAINER,
+          "trainer.max_steps=4", "trainer.eval_every=4", "trainer.save_every=4",
+          "compare.variants=[transformer,bahdanau]", f"compare.out_dir={out}",
+          f"runs_root={tmp_path / 'runs'}"])
+    rows = {r["variant"]: r for r in csv.DictReader(open(out / "compare.csv", encoding="utf-8"))}
+    big, small = rows["transformer"], rows["bahdanau"]  # the models' default sizes
+    assert int(big["parameters"]) > 1.5 * int(small["parameters"])
+    for peak in ("peak_memory_mib_training", "peak_memory_mib"):
+        assert 0 < int(small[peak]) < int(big[peak]), peak
 
 
 def test_the_length_study_sets_each_variant_against_vanilla_in_points_and_as_a_ratio() -> None:
@@ -92,3 +117,36 @@ def test_the_length_study_sets_each_variant_against_vanilla_in_points_and_as_a_r
     assert spans[-2] == "| bahdanau − vanilla, 95% interval | 19.50 to 24.25 | – |"
     assert spans[-1] == ("| bahdanau: change of the gap from the bucket before, 95% interval "
                          "| – | 2.00 (-1.50 to 5.25) |")
+
+
+def _study(variant: str, hypotheses: list[str], sources: list[str], references: list[str],
+           families: list[str] | None) -> dict:
+    """What `study_variant` gives `write_report` and `gap_intervals`, for hand-made outputs."""
+    buckets = bleu_by_length(sources, hypotheses, references, edges=(5,))
+    row = {**dict.fromkeys(COLUMNS), "variant": variant,
+           "test_bleu_beam5": score(hypotheses, references).bleu}
+    return {"row": row, "buckets": buckets, "probe": {}, "history": [],
+            "signature": "nrefs:1|tok:13a", "test_set": "hand-made", "alignment": {},
+            "scored": (sources, hypotheses, references), "documents": families,
+            "edges": (5,), "tokenize": "13a"}
+
+
+@pytest.mark.parametrize("by_family", [True, False])
+def test_the_report_says_what_its_bootstrap_draws(tmp_path: Path, by_family: bool) -> None:
+    """The docs corpus's `document` column holds each pair's family, the unit its split draws:
+    the report says families are resampled (sentences without the column), and that the length
+    study draws within each bucket."""
+    references = [f"the cat number {i} sat on the mat" for i in range(12)]
+    sources = ["w w w"] * 9 + ["w " * 12] * 3
+    families = [f"manpages/page{i // 3}" for i in range(12)] if by_family else None
+    studies = {"vanilla": _study("vanilla", ["a dog ran"] * 12, sources, references, families),
+               "bahdanau": _study("bahdanau", references, sources, references, families)}
+    write_report(tmp_path, studies, "python -m seq2seq.compare", gap_intervals(studies),
+                 pairwise_differences(studies))
+    report = (tmp_path / "compare.md").read_text(encoding="utf-8")
+    [note] = [line for line in report.splitlines() if line.startswith("Intervals:")]
+    unit = "families of documents" if by_family else "sentences"
+    assert note == ("Intervals: 95% paired bootstrap, 1,000 draws with replacement of the test "
+                    f"set's {unit}, within each length bucket for the length study (every draw "
+                    "holds every bucket), over the whole test set for the differences.")
+    assert "documents with" not in report
