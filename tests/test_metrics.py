@@ -172,3 +172,26 @@ def test_the_gap_by_length_is_the_bucket_scores_difference_with_a_paired_interva
         {"gap": s["change"], "low": s["low"], "high": s["high"]} for s in same["steps"]])
     with pytest.raises(UserError, match="1 hypotheses but 40 references"):
         bleu_gap_by_length(sources, system, baseline[:1], refs)
+
+
+@pytest.mark.parametrize("by_family", [False, True])
+def test_every_bootstrap_draw_holds_every_bucket(by_family: bool) -> None:
+    # 38 short sentences and 2 long ones: drawing 40 units from the whole test set misses both
+    # long ones in about (38/40)**40 = 13% of the draws, a bucket scored as a gap of 0. Drawn
+    # within each bucket, every draw holds the long bucket, where the system is right and the
+    # baseline wrong on both sentences: the gap is the same in every draw.
+    refs = [f"the cat number {i} sat on the mat today" for i in range(40)]
+    sources = [" ".join(["w"] * (3 if i < 38 else 12)) for i in range(40)]
+    system = list(refs)
+    baseline = [r if i % 2 else "a dog ran" for i, r in enumerate(refs[:38])] + ["a dog ran"] * 2
+    # families of 4 pairs; the two long pairs belong to families that also hold short ones
+    families = [f"family{i // 4}" for i in range(38)] + ["family0", "family5"]
+    study = bleu_gap_by_length(sources, system, baseline, refs, edges=(5,), resamples=400,
+                               documents=families if by_family else None)
+    long = study["buckets"][1]
+    assert (long["bucket"], long["n"]) == ("6+", 2)
+    assert long["gap"] > 50
+    assert long["low"] == pytest.approx(long["gap"]) and long["high"] == pytest.approx(long["gap"])
+    step = study["steps"][0]  # the short bucket's gap varies, the long one's does not
+    assert step["low"] <= step["change"] <= step["high"]
+    assert step["low"] > 0  # not pulled down by draws that score the long bucket as 0

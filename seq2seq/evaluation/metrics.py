@@ -200,12 +200,21 @@ def bleu_gap_by_length(
     same sentences, with a 95% paired bootstrap interval (Koehn 2004), and the interval of the
     change of that gap from each bucket to the next.
 
-    Each resample draws the test set's sampling units with replacement (its documents when
-    `documents` is given: a cluster bootstrap, since pairs of one document are alike and the
-    split draws documents; else its sentences) and scores both systems on every bucket of the
-    same draw, from sacrebleu's sentence statistics (as its own paired test does). Whether the
-    gap grows from one bucket to the next is read from the interval of the difference of the
-    two gaps, taken over the same draws; overlapping intervals of the two gaps do not answer it.
+    Each resample draws, within each bucket, that bucket's sampling units with replacement, as
+    many as it holds: its pairs' families when `documents` names them (a cluster bootstrap,
+    since pairs of one family are alike and the docs corpus's split draws families; a family
+    with pairs in two buckets is drawn in each apart), else its sentences. So every draw holds
+    every bucket (drawn from the whole test set, a bucket of few units would be missing from
+    some draws and score a gap of 0 there, pulling its interval toward 0). Both systems are
+    scored on the same draw, from sacrebleu's sentence statistics (as its own paired test
+    does). Whether the gap grows from one bucket to the next is read from the interval of the
+    difference of the two gaps over the same draws (the buckets' draws independent, as the
+    strata of a stratified bootstrap are); overlapping intervals of the two gaps do not answer
+    it.
+
+    Args:
+        documents: each pair's sampling unit (the `document` column: the docs corpus's
+            families), or None to draw sentences.
 
     Returns:
         `{"buckets": [{"bucket": "1-5", "n": 12, "gap": 3.1, "low": 1.0, "high": 5.2}, ...],
@@ -217,11 +226,16 @@ def bleu_gap_by_length(
             aligned.
     """
     _check_by_length(sources, references, hypotheses, baseline)
+    _check_units(documents, len(sources))
     buckets = _bucket_members(sources, edges)
     bleu = _bleu_metric(tokenize)
     system = np.asarray(bleu._extract_corpus_statistics(hypotheses, [references]))
     base = np.asarray(bleu._extract_corpus_statistics(baseline, [references]))
-    draws = _bootstrap_weights(len(sources), documents, resamples, seed)
+    rng = np.random.default_rng(seed)
+    draws = np.zeros((resamples, len(sources)))
+    for _, idx in buckets:  # stratified: each bucket draws from its own units
+        draws[:, idx] = _bootstrap_weights(
+            len(idx), None if documents is None else [documents[i] for i in idx], resamples, rng)
 
     def gaps(weights: np.ndarray) -> np.ndarray:
         """(resamples, buckets) gaps under per-pair weights (resamples, pairs)."""
@@ -256,7 +270,8 @@ def bleu_difference(
     seed: int = 0,
 ) -> dict[str, float]:
     """Corpus BLEU of `hypotheses` minus that of `other`, with the 95% paired bootstrap interval
-    over the units `bleu_gap_by_length` draws (documents when given, else sentences).
+    over the units `bleu_gap_by_length` draws (the families `documents` names, else
+    sentences), drawn from the whole test set.
 
     Returns:
         `{"difference": d, "low": l, "high": h}`.
@@ -266,7 +281,9 @@ def bleu_difference(
     bleu = _bleu_metric(tokenize)
     a = np.asarray(bleu._extract_corpus_statistics(hypotheses, [references]))
     b = np.asarray(bleu._extract_corpus_statistics(other, [references]))
-    draws = _bootstrap_weights(len(references), documents, resamples, seed)
+    _check_units(documents, len(references))
+    draws = _bootstrap_weights(len(references), documents, resamples,
+                               np.random.default_rng(seed))
     drawn = _weighted_bleu(bleu, a, draws) - _weighted_bleu(bleu, b, draws)
     ones = np.ones((1, len(references)))
     low, high = np.percentile(drawn, [2.5, 97.5])
@@ -274,17 +291,20 @@ def bleu_difference(
             "low": float(low), "high": float(high)}
 
 
-def _bootstrap_weights(
-    n: int, documents: list[str] | None, resamples: int, seed: int
-) -> np.ndarray:
-    """(resamples, n) how often each pair is drawn when its units (documents, or the pairs
-    themselves) are drawn with replacement, as many units as there are."""
+def _check_units(documents: list[str] | None, n: int) -> None:
     if documents is not None and len(documents) != n:
-        raise UserError(f"cannot resample by document: {len(documents)} documents for {n} pairs")
+        raise UserError(f"cannot resample by family: {len(documents)} families for {n} pairs")
+
+
+def _bootstrap_weights(
+    n: int, documents: list[str] | None, resamples: int, rng: np.random.Generator
+) -> np.ndarray:
+    """(resamples, n) how often each of n pairs is drawn when its units (the families
+    `documents` names, or the pairs themselves) are drawn with replacement, as many units as
+    there are."""
     names = documents if documents is not None else range(n)
     unit_of = {name: u for u, name in enumerate(dict.fromkeys(names))}
     units = np.asarray([unit_of[name] for name in names])
-    rng = np.random.default_rng(seed)
     drawn = rng.integers(0, len(unit_of), size=(resamples, len(unit_of)))
     counts = np.stack([np.bincount(row, minlength=len(unit_of)) for row in drawn])
     return counts[:, units].astype(np.float64)
