@@ -32,9 +32,10 @@ from seq2seq.tokenization import BOS_ID, EOS_ID, PAD_ID
 
 # Source positions (EOS and padding included) times beams per decode batch: the Transformer's
 # cache and the attention history grow with it. 64 docs test sentences of 256 pieces at beam 5
-# are 320 rows of 6 layers' keys and values over up to 394 + 256 positions, 2.4 GiB in float32
-# by their shapes; 8,192 keeps 64 sentences of up to 25 pieces together at beam 5, and of up
-# to 128 greedily.
+# are 320 rows of the docs Transformer's 2 decoder layers' keys and values (d_model 256) over
+# up to 394 + 256 positions, 0.79 GiB in float32 by their shapes (1.19 GiB for
+# configs/model/transformer.yaml's 3 layers); 8,192 keeps 64 sentences of up to 25 pieces
+# together at beam 5, and of up to 128 greedily.
 DECODE_BATCH_TOKENS = 8192
 
 

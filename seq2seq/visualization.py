@@ -18,11 +18,12 @@ import matplotlib
 matplotlib.use("Agg")
 
 import numpy as np
-from matplotlib import font_manager
+from matplotlib import font_manager, rcParams
 from matplotlib import pyplot as plt
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.image import AxesImage
+from matplotlib.textpath import TextToPath
 from torch import Tensor
 
 CJK_FALLBACKS = ("Noto Sans CJK KR", "Noto Sans KR", "NanumGothic", "Noto Sans CJK JP")
@@ -32,6 +33,8 @@ CMAP = "viridis"
 CELL_INCHES = 0.32  # size of one attention cell
 MAX_SIDE_INCHES = 24.0
 GRID_COLUMNS = 4  # heads per row in `head_grid`
+SUPTITLE_ROOM = 0.9  # the share of the figure's width a line of its title may take
+AXES_TITLE_ROOM = 0.7  # the same for an axis's title (the axis sits off centre, beside its labels)
 
 Matrix = Tensor | np.ndarray
 
@@ -61,6 +64,49 @@ def _panel_inches(num_tgt: int, num_src: int) -> tuple[float, float]:
     width = min(MAX_SIDE_INCHES, max(3.0, CELL_INCHES * num_src + 1.5))
     height = min(MAX_SIDE_INCHES, max(2.5, CELL_INCHES * num_tgt + 1.5))
     return width, height
+
+
+def _text_points(text: str, fontsize: float) -> float:
+    """The width of `text` in points, set in FONT at `fontsize`."""
+    prop = font_manager.FontProperties(family=FONT, size=fontsize)
+    return TextToPath().get_text_width_height_descent(text, prop, ismath=False)[0]
+
+
+def _wrapped(text: str, width_points: float, fontsize: float) -> str:
+    """`text` broken into lines no wider than `width_points` at `fontsize`: at spaces, and a
+    word wider than a line by itself at characters; its own line breaks stay."""
+    lines: list[str] = []
+    for paragraph in text.split("\n"):
+        lines.append("")
+        for word in paragraph.split():
+            joined = f"{lines[-1]} {word}" if lines[-1] else word
+            if _text_points(joined, fontsize) <= width_points:
+                lines[-1] = joined
+                continue
+            if lines[-1]:
+                lines.append("")
+            while len(word) > 1 and _text_points(word, fontsize) > width_points:
+                cut = next(i for i in range(len(word) - 1, 0, -1)
+                           if _text_points(word[:i], fontsize) <= width_points or i == 1)
+                lines[-1] = word[:cut]
+                lines.append("")
+                word = word[cut:]
+            lines[-1] = word
+    return "\n".join(lines)
+
+
+def _suptitle(fig: Figure, title: str) -> None:
+    """The figure's title, wrapped to fit its width (a long one would run off both edges)."""
+    size = font_manager.FontProperties(size=rcParams["figure.titlesize"]).get_size_in_points()
+    room = fig.get_figwidth() * 72 * SUPTITLE_ROOM
+    fig.suptitle(_wrapped(title, room, size), fontfamily=FONT, fontsize=size)
+
+
+def _axes_title(ax: Axes, title: str) -> None:
+    """An axis's title, wrapped to fit its figure's width (see `_suptitle`)."""
+    size = font_manager.FontProperties(size=rcParams["axes.titlesize"]).get_size_in_points()
+    room = ax.get_figure().get_figwidth() * 72 * AXES_TITLE_ROOM
+    ax.set_title(_wrapped(title, room, size), fontsize=size)
 
 
 def _draw(
@@ -106,7 +152,7 @@ def attention_heatmap(
     image = _draw(ax, matrix, src_labels, tgt_labels, _font_size(*matrix.shape))
     fig.colorbar(image, ax=ax, fraction=0.05)
     if title:
-        fig.suptitle(title, fontfamily=FONT)
+        _suptitle(fig, title)
     return fig
 
 
@@ -142,7 +188,7 @@ def head_grid(
         fig.delaxes(ax)
     fig.colorbar(image, ax=list(axes[:num_heads]), fraction=0.05)
     if title:
-        fig.suptitle(title, fontfamily=FONT)
+        _suptitle(fig, title)
     return fig
 
 
@@ -177,7 +223,7 @@ def side_by_side(
         ax.set_title(name, fontsize=fontsize + 1)
     fig.colorbar(image, ax=list(axes), fraction=0.05)
     if title:
-        fig.suptitle(title, fontfamily=FONT)
+        _suptitle(fig, title)
     return fig
 
 
@@ -194,7 +240,7 @@ def bleu_bars(results: dict[str, float], title: str) -> Figure:
     ax.bar_label(bars, fmt="%.1f")
     ax.set_ylabel("BLEU")
     ax.set_ylim(0, max([*results.values(), 1.0]) * 1.15)
-    ax.set_title(title)
+    _axes_title(ax, title)
     return fig
 
 
@@ -217,7 +263,7 @@ def bleu_curves(curves: dict[str, list[tuple[float, float]]], title: str | None 
     if curves:
         ax.legend()
     if title:
-        ax.set_title(title)
+        _axes_title(ax, title)
     return fig
 
 
@@ -252,7 +298,7 @@ def length_plot(buckets: dict[str, list[dict]], title: str | None = None) -> Fig
     if buckets:
         ax.legend()
     if title:
-        ax.set_title(title)
+        _axes_title(ax, title)
     return fig
 
 

@@ -9,6 +9,7 @@ import gzip
 import hashlib
 import itertools
 import json
+import re
 import shutil
 import struct
 import subprocess
@@ -22,6 +23,7 @@ from seq2seq.data.docs.build import build_docs
 from seq2seq.data.docs.filters import (
     drop_reason,
     filter_segments,
+    name_family,
     remove_train_twins,
     split_of_document,
 )
@@ -508,3 +510,10 @@ def test_bad_sources_and_direction(tmp_path: Path) -> None:
     with pytest.raises(UserError, match="de and en"):
         load_docs(root=tmp_path, src_lang="de", tgt_lang="fr", sources=["manpages"],
                   allow_missing=False)
+
+
+def test_name_familys_docstring_examples_are_what_it_gives() -> None:
+    """Each `document` -> `family` example of `name_family`'s docstring, run."""
+    examples = re.findall(r"`([^`\s]+)` -> `([^`\s]+)`", name_family.__doc__ or "")
+    assert len(examples) >= 3  # an l10n string, a man page, a document that stays
+    assert {document: name_family(document) for document, _ in examples} == dict(examples)

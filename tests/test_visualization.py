@@ -7,7 +7,9 @@ import matplotlib
 import numpy as np
 import pytest
 import torch
+from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
+from matplotlib.text import Text
 
 from seq2seq.visualization import (
     attention_heatmap,
@@ -150,3 +152,83 @@ def test_figure_to_png_writes_a_png(tmp_path):
     path = tmp_path / "plots" / "probe.png"
     figure_to_png(attention_heatmap(_attn(3, 4), SRC[:4], TGT[:3]), path)
     assert path.read_bytes()[:8] == PNG_MAGIC
+
+
+PROBE = "Jane ging in den Laden."
+LONG_SOURCE = ("Wenn die Konfigurationsdatei fehlt , schreibt der Dienst beim ersten Start eine "
+               "neue Datei mit den Standardwerten in das Verzeichnis des Benutzers und meldet "
+               "dies einmal im Systemprotokoll .")  # 32 words
+LONG_TARGET = ("If the configuration file is missing , the service writes a new file with the "
+               "default values to the user's directory at its first start and reports this "
+               "once in the system log .").split()
+
+
+def _texts_off_the_canvas(fig: Figure) -> list[tuple[str, tuple[float, ...]]]:
+    """Every drawn, non-empty Text artist whose window extent leaves the figure's canvas, after
+    drawing it as TensorBoard does (an Agg canvas); tick labels of ticks outside their axis's
+    view (made but not drawn) are left out."""
+    canvas = FigureCanvasAgg(fig)
+    canvas.draw()
+    renderer = canvas.get_renderer()
+    undrawn = set()
+    for ax in fig.axes:
+        for axis in (ax.xaxis, ax.yaxis):
+            low, high = sorted(axis.get_view_interval())
+            for tick in axis.get_major_ticks() + axis.get_minor_ticks():
+                loc = tick.get_loc()
+                if loc is None or not low - 1e-9 <= loc <= high + 1e-9:
+                    undrawn |= {id(tick.label1), id(tick.label2)}
+    box = fig.bbox
+    off = []
+    for text in fig.findobj(Text):
+        if not text.get_visible() or not text.get_text() or id(text) in undrawn:
+            continue
+        extent = text.get_window_extent(renderer)
+        if (extent.x0 < box.x0 - 0.5 or extent.x1 > box.x1 + 0.5
+                or extent.y0 < box.y0 - 0.5 or extent.y1 > box.y1 + 0.5):
+            off.append((text.get_text(), tuple(round(v) for v in extent.extents)))
+    return off
+
+
+def _probe_title(step: int) -> str:
+    """The teacher-forced probe heatmap's title as training writes it (reference_probe)."""
+    return (f"step {step}, teacher-forced, cross-attention, step predicting the word: "
+            "Jane→Jane 0.91, store→Laden 0.64")
+
+
+def _figures() -> dict[str, Figure]:
+    """Each figure the module makes, with realistic long labels and titles."""
+    probe_src, probe_tgt = PROBE.split() + ["</s>"], "Jane went to the store .".split()
+    long_src = ["▁" + w for w in LONG_SOURCE.split()] + ["</s>"]
+    long_tgt = ["▁" + w for w in LONG_TARGET] + ["</s>"]
+    variants = ("vanilla", "bahdanau", "luong", "transformer")
+    return {
+        "probe heatmap": attention_heatmap(_attn(len(probe_tgt), len(probe_src)), probe_src,
+                                           probe_tgt, title=_probe_title(12_000)),
+        "probe translation": attention_heatmap(
+            _attn(len(long_tgt), len(long_src)), long_src, long_tgt,
+            title="step 12000: " + " ".join(LONG_TARGET)),
+        "translate": attention_heatmap(_attn(len(long_tgt), len(long_src)), long_src,
+                                       long_tgt, title=LONG_SOURCE),
+        "one long word": attention_heatmap(_attn(2, 2), ["▁Jane", "</s>"], ["▁Jane", "</s>"],
+                                           title="Donaudampfschifffahrtsgesellschaftskapitän"),
+        "head grid": head_grid(_attn(4, len(probe_tgt), len(probe_src)), probe_src, probe_tgt,
+                               title="step 12000: last layer, per head, " + PROBE),
+        "side by side": side_by_side({v: (_attn(len(probe_tgt), len(probe_src)), probe_src,
+                                          probe_tgt) for v in variants[1:]}, title=LONG_SOURCE),
+        "bleu bars": bleu_bars({v: 20.0 + i for i, v in enumerate(variants)},
+                               "test BLEU, beam 5, docs_de_en, 3,600 s on one thread, " * 2),
+        "bleu curves": bleu_curves({v: [(0.0, 0.0), (1800.0, 10.0 + i), (3600.0, 20.0 + i)]
+                                    for i, v in enumerate(variants)}, title=LONG_SOURCE),
+        "length plot": length_plot({v: [{"bucket": b, "n": 10, "bleu": 20.0} for b in
+                                        ("1-10", "11-20", "21-30", "31-40", "41-50", "51+")]
+                                    for v in variants}, title=LONG_SOURCE),
+    }
+
+
+@pytest.mark.parametrize("name", list(_figures()))
+def test_every_text_of_every_figure_lies_on_its_canvas(name: str) -> None:
+    """TensorBoard showed the probe heatmap's title cut at both ends: a title wider than its
+    canvas. Long titles wrap, so each text lies within the figure once drawn."""
+    fig = _figures()[name]
+    assert _texts_off_the_canvas(fig) == []

@@ -41,9 +41,9 @@ from seq2seq.data.batching import budget_chunks, collate
 from seq2seq.tokenization import EOS_ID, Tokenizer
 
 TIE = 1e-6  # relative margin under which the two largest columns count as a tie
-# Sentences times (S + 1) * (T + 1) per teacher-forced batch: the docs Transformer's 6 layers
-# of 8 heads hold 192 MiB of attention in float32 at this budget (64 pairs of ~28 pieces fit
-# in a batch, 15 of 256)
+# Sentences times (S + 1) * (T + 1) per teacher-forced batch: the docs Transformer's cross-
+# attention, 2 decoder layers of 4 heads, holds 32 MiB in float32 at this budget (48 MiB for
+# configs/model/transformer.yaml's 3 layers; 64 pairs of ~28 pieces fit in a batch, 15 of 256)
 ALIGNMENT_BATCH_CELLS = 2**20
 
 

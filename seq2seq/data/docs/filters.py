@@ -110,8 +110,9 @@ def filter_segments(
 def name_family(document: str) -> str:
     """The family a document's name puts it in (the module docstring), else the document.
 
-    `libreoffice-l10n/sc/STR_NUM3` -> `libreoffice-l10n/sc/STR`, `libreoffice-l10n/cui/
-    optfltrpage` stays, `manpages/man5/sane-teco2.5` -> `manpages/sane-teco`.
+    `libreoffice-l10n/sc/STR_NUM3` -> `libreoffice-l10n/sc/STR_NUM` (a two-part id keeps both),
+    `manpages/man5/sane-teco2.5` -> `manpages/sane-teco`, and a dialog's file name stays:
+    `libreoffice-l10n/cui/optfltrpage` -> `libreoffice-l10n/cui/optfltrpage`.
     """
     source, _, rest = document.partition("/")
     if source == L10N_SOURCE:
