@@ -6,10 +6,12 @@ For each run folder this scores the best checkpoint (the weights training evalua
 where the run keeps one) teacher-forced, in eval mode and fp32 on the CPU, on `--train-pairs`
 training pairs spread evenly over the train split and on the validation pairs training scored
 (its config's trainer.eval_max_sentences), and prints the NLL per target piece of each and
-their difference. A run that has seen its training pairs many times scores them far better
-than held-out ones; part of any gap is the held-out documents being unlike the training ones,
-which a run that has seen each pair at most once also shows. docs/docs_corpus.md quotes it; the
-test split is never read.
+their difference, then the same per sentence: the NLL summed over a sentence's pieces (EOS
+included), averaged over the sentences, which compares runs whose vocabularies differ (a
+smaller one cuts a sentence into more, easier pieces; scripts/loss_per_sentence.py). A run
+that has seen its training pairs many times scores them far better than held-out ones; part of
+any gap is the held-out families being unlike the training ones, which a run that has seen each
+pair at most once also shows. docs/docs_corpus.md quotes it; the test split is never read.
 """
 
 from __future__ import annotations
@@ -20,14 +22,20 @@ from pathlib import Path
 
 import torch
 
-from seq2seq.corpus import prepare_data
+from seq2seq.corpus import EncodedSplit, prepare_data
 from seq2seq.inference import load_for_inference
 from seq2seq.runtime import Runtime
 from seq2seq.training.validation import split_loss
 
 
+def target_pieces(split: EncodedSplit) -> int:
+    """The target pieces a split's loss is taken over, EOS included."""
+    return sum(len(ids) + 1 for ids in split.tgt_ids)
+
+
 def gap(run: Path, train_pairs: int) -> dict[str, object]:
-    """The run's best checkpoint's NLL per piece on spread train pairs and on validation."""
+    """The run's best checkpoint's NLL per piece and per sentence on spread train pairs and on
+    validation, and the pieces and pairs each was taken over."""
     loaded = load_for_inference(run / "checkpoints" / "best.pt", "cpu")
     cfg = loaded.config
     splits = prepare_data(cfg.data, cfg.tokenizer).splits
@@ -37,10 +45,17 @@ def gap(run: Path, train_pairs: int) -> dict[str, object]:
     rt = Runtime(torch.device("cpu"), "fp32")
     losses = {name: split_loss(loaded.model, split, rt, cfg.trainer.batch_tokens)
               for name, split in (("train", train), ("validation", valid))}
+    pieces = {"train": target_pieces(train), "validation": target_pieces(valid)}
+    sentence = {"train": losses["train"] * pieces["train"] / len(train),
+                "validation": losses["validation"] * pieces["validation"] / len(valid)}
     return {"run": str(run), "step": loaded.step, "train_pairs": len(train),
-            "validation_pairs": len(valid), "train_loss": losses["train"],
+            "validation_pairs": len(valid), "train_pieces": pieces["train"],
+            "validation_pieces": pieces["validation"], "train_loss": losses["train"],
             "valid_loss": losses["validation"],
-            "gap": losses["validation"] - losses["train"]}
+            "gap": losses["validation"] - losses["train"],
+            "train_loss_per_sentence": sentence["train"],
+            "valid_loss_per_sentence": sentence["validation"],
+            "gap_per_sentence": sentence["validation"] - sentence["train"]}
 
 
 def main(runs: list[Path], train_pairs: int, out: Path | None) -> None:
@@ -49,6 +64,11 @@ def main(runs: list[Path], train_pairs: int, out: Path | None) -> None:
     for r in results:
         print(f"{r['run']}  {r['step']}  {r['train_loss']:.3f} ({r['train_pairs']} pairs)  "
               f"{r['valid_loss']:.3f} ({r['validation_pairs']})  {r['gap']:.3f}")
+    print("run  train loss  valid loss  gap (nats per sentence, pieces with EOS)")
+    for r in results:
+        print(f"{r['run']}  {r['train_loss_per_sentence']:.2f} ({r['train_pieces']} pieces)  "
+              f"{r['valid_loss_per_sentence']:.2f} ({r['validation_pieces']})  "
+              f"{r['gap_per_sentence']:.2f}")
     if out is not None:
         out.write_text(json.dumps(results, indent=1) + "\n")
 
