@@ -92,6 +92,30 @@ def align_pairs(src: list[str], tgt: list[str]) -> list[Links]:
     return links
 
 
+def alignment_key(splits: dict[str, tuple[list[str], list[str]]]) -> str:
+    """The cache folder name of a corpus's links: 16 hex digits of a sha256 over the version
+    and every split's texts (split name -> (source texts, target texts))."""
+    digest = hashlib.sha256(f"v{ALIGNMENT_VERSION}".encode())
+    for name in sorted(splits):
+        for side in splits[name]:
+            digest.update(name.encode())
+            digest.update("\n".join(side).encode())
+    return digest.hexdigest()[:16]
+
+
+def links_fingerprint(links: dict[str, list[Links]]) -> str:
+    """A sha256 over the sure and possible links of every split: equal links, equal digest
+    (eflomal samples anew on every run, so a second alignment of the same text differs)."""
+    digest = hashlib.sha256()
+    for name in sorted(links):
+        digest.update(f"|{name}|{len(links[name])}|".encode())
+        for pair in links[name]:
+            for attr in ("sure", "possible"):
+                digest.update(" ".join(f"{i}-{j}" for i, j in sorted(getattr(pair, attr)))
+                              .encode() + b"\n")
+    return digest.hexdigest()
+
+
 def reference_links(
     splits: dict[str, tuple[list[str], list[str]]], cache_root: Path, verbose: bool = True
 ) -> dict[str, list[Links]] | None:
@@ -107,12 +131,7 @@ def reference_links(
         split name -> one `Links` per pair; None (after one line saying why) when eflomal is not
         available, so that training goes on without the metric.
     """
-    digest = hashlib.sha256(f"v{ALIGNMENT_VERSION}".encode())
-    for name in sorted(splits):
-        for side in splits[name]:
-            digest.update(name.encode())
-            digest.update("\n".join(side).encode())
-    folder = cache_root / digest.hexdigest()[:16]
+    folder = cache_root / alignment_key(splits)
     files = {name: (folder / f"{name}.sure", folder / f"{name}.possible") for name in splits}
     if all(sure.is_file() and possible.is_file() for sure, possible in files.values()):
         if verbose:

@@ -109,6 +109,7 @@ class DataConfig:
     probe_reference: str | None = MISSING
     probe_words: list[list[str]] = MISSING  # [target word, source word] pairs
     length_buckets: list[int] = MISSING  # upper bounds (source words) of the length study
+    export_dir: str | None = None  # None for the configs saved before the option existed
 
 
 @dataclass
@@ -301,9 +302,10 @@ class Config:
 @dataclass
 class PrepareConfig(Config):
     """`python -m seq2seq.prepare` (configs/prepare.yaml): the training config, and whether to
-    print the leakage report (held-out pairs with a twin in train)."""
+    print the leakage report (held-out pairs with a twin in train), and where to export it."""
 
     leakage: bool = MISSING
+    export: str | None = MISSING  # a folder for the corpus, tokenizers and links (data/export.py)
 
 
 @dataclass

@@ -7,13 +7,16 @@ same way.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
 
 import datasets
 import numpy as np
 
 from seq2seq.alignment import Links, corpus_links
 from seq2seq.config import DataConfig, TokenizerConfig
-from seq2seq.data import data_root, load_corpus
+from seq2seq.data import clean_corpus, data_root, load_corpus, load_source
+from seq2seq.data.export import corpus_fingerprint, write_export
 from seq2seq.errors import UserError
 from seq2seq.tokenization import Tokenizer, build_tokenizer
 
@@ -71,6 +74,8 @@ class PreparedData:
     # reference word links of the validation and test pairs (seq2seq.alignment); None when the
     # aligner is unavailable
     links: dict[str, list[Links]] | None = None
+    # the corpus's sha256 over its cleaned splits and document ids (seq2seq.data.export)
+    fingerprint: str = ""
 
 
 def encode_split(
@@ -225,7 +230,8 @@ def prepare_data(data: DataConfig, tok: TokenizerConfig, verbose: bool = True) -
         tgt_lang=data.tgt_lang,
     )
     texts = {split: (corpus[split]["src"], corpus[split]["tgt"]) for split in SPLITS}
-    prepared = PreparedData(tokenizer, links=corpus_links(texts, root, data.name, verbose))
+    prepared = PreparedData(tokenizer, links=corpus_links(texts, root, data.name, verbose),
+                            fingerprint=corpus_fingerprint(corpus))
     limits = f"tokenizer.max_src_len/max_tgt_len ({tok.max_src_len}/{tok.max_tgt_len}) pieces"
     for split in SPLITS:
         rows = corpus[split]
@@ -241,3 +247,12 @@ def prepare_data(data: DataConfig, tok: TokenizerConfig, verbose: bool = True) -
             print(f"{split}: {encoded.truncated:,} pairs cut to {limits} for decoding "
                   "(references stay whole)")
     return prepared
+
+
+def export_corpus(data: DataConfig, out: Path) -> dict[str, Any]:
+    """Write the corpus `data` names, as `prepare_data` built it, to the folder `out` (see
+    seq2seq.data.export): its pairs before cleaning, the tokenizers cached for its training
+    split and its word alignments. Returns the manifest written."""
+    pairs = load_source(data)
+    corpus = clean_corpus(data, pairs, verbose=False)
+    return write_export(data, pairs, corpus, data_root(data.root), out)

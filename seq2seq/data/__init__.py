@@ -23,6 +23,7 @@ from seq2seq.config import (
 from seq2seq.data.cleaning import clean_pairs
 from seq2seq.data.ding import load_ding
 from seq2seq.data.docs import load_docs
+from seq2seq.data.export import read_export
 from seq2seq.data.files import load_files
 from seq2seq.data.hf import load_hf
 from seq2seq.errors import UserError
@@ -85,6 +86,20 @@ LOADERS: dict[str, Callable[[Any, Path], datasets.DatasetDict]] = {
 }
 
 
+def load_source(cfg: DataConfig) -> datasets.DatasetDict:
+    """The splits of the corpus `cfg` names, before cleaning: from the export in
+    `data.export_dir` when one is given (seq2seq.data.export: no raw source is read), else
+    from the source `data.source`."""
+    root = data_root(cfg.root)
+    export_dir = getattr(cfg, "export_dir", None)  # absent from configs saved before it
+    if export_dir is not None:
+        return read_export(cfg, Path(export_dir).expanduser(), root)
+    loader = LOADERS.get(str(cfg.source))
+    if loader is None:
+        raise UserError(f"data.source={cfg.source!r} is unknown; use {', '.join(LOADERS)}")
+    return loader(cfg, root)
+
+
 def load_corpus(cfg: DataConfig) -> datasets.DatasetDict:
     """Load the corpus `cfg` names, clean its train split and print what it holds.
 
@@ -95,11 +110,14 @@ def load_corpus(cfg: DataConfig) -> datasets.DatasetDict:
     Returns:
         train/validation/test splits, columns src and tgt (strings), in the configured direction.
     """
-    loader = LOADERS.get(str(cfg.source))
-    if loader is None:
-        raise UserError(f"data.source={cfg.source!r} is unknown; use {', '.join(LOADERS)}")
-    corpus = loader(cfg, data_root(cfg.root))
+    return clean_corpus(cfg, load_source(cfg))
 
+
+def clean_corpus(
+    cfg: DataConfig, corpus: datasets.DatasetDict, verbose: bool = True
+) -> datasets.DatasetDict:
+    """The corpus with its train split cleaned (data.max_words, max_ratio, max_train_pairs);
+    `verbose` prints the counts."""
     train = corpus["train"]
     keep, dropped = clean_pairs(
         train["src"], train["tgt"], max_words=cfg.max_words, max_ratio=cfg.max_ratio
@@ -107,7 +125,7 @@ def load_corpus(cfg: DataConfig) -> datasets.DatasetDict:
     if cfg.max_train_pairs is not None:
         keep = keep[: cfg.max_train_pairs]
     if len(keep) < len(train):
-        corpus["train"] = train.select(keep)
+        corpus = datasets.DatasetDict({**corpus, "train": train.select(keep)})
     if len(corpus["train"]) == 0:
         raise UserError(
             f"corpus {cfg.name}: no training pairs are left after cleaning "
@@ -115,11 +133,13 @@ def load_corpus(cfg: DataConfig) -> datasets.DatasetDict:
         )
 
     counts = " / ".join(f"{name} {len(corpus[name]):,}" for name in SPLITS)
-    print(
-        f"corpus {cfg.name} ({cfg.src_lang}->{cfg.tgt_lang}): {counts} pairs; "
-        f"train cleaning dropped {_format_counts(dropped)}"
-        + (f", kept the first {cfg.max_train_pairs:,}" if cfg.max_train_pairs is not None else "")
-    )
+    if verbose:
+        print(
+            f"corpus {cfg.name} ({cfg.src_lang}->{cfg.tgt_lang}): {counts} pairs; "
+            f"train cleaning dropped {_format_counts(dropped)}"
+            + (f", kept the first {cfg.max_train_pairs:,}" if cfg.max_train_pairs is not None
+               else "")
+        )
     return corpus
 
 
