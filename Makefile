@@ -9,7 +9,7 @@ EXCLUDE ?=
 WHEELS ?=
 
 .PHONY: help train corpus test test-slow test-all compare prepare tensorboard benchmark lint clean \
-	wheelhouse install-offline
+	wheelhouse install-offline rehearse-gpu-check
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
@@ -66,6 +66,9 @@ wheelhouse:  ## wheels of every dependency but torch: WHEEL_PYTHON=3.12 EXTRAS=d
 
 install-offline:  ## .venv on PYTHON's own torch from WHEELS (a wheelhouse), no registry
 	scripts/install_offline.sh $(PYTHON) $(WHEELS)
+
+rehearse-gpu-check: $(VENV)/.installed  ## the device check rehearsed here: no network, a stand-in torch, the CPU
+	scripts/rehearse_gpu_check.sh $(ARGS)
 
 clean:  ## remove runs, results of runs and caches (keeps data/ and .venv)
 	rm -rf runs outputs multirun .pytest_cache .ruff_cache

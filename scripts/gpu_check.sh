@@ -1,150 +1,166 @@
 #!/usr/bin/env bash
-# One command that checks the project on one CUDA GPU and collects every figure in one JSON file
-# (about 5-8 minutes on an H100/H200-class GPU):
-#   1. the GPU tests (pytest -m gpu),
-#   2. scripts/benchmark.py --preset iwslt on cuda, every variant (tokens/s, MFU, decode time,
-#      memory),
-#   3. a short training of every variant on the Ding corpus (default sizes, TRAIN_SECONDS each)
-#      with its validation and test BLEU from metrics.json.
+# The device check: one command for a lent GPU machine with no network and its own torch
+# (docs/gpu.md gives the exact device call). Within about 9 minutes on an H200:
+#   0. the environment: install .venv beside the machine's torch from the carried wheelhouse
+#      (make install-offline), record GPU, driver, torch, CUDA and the versions datasets needs;
+#   1. the tests: collection of the whole suite, `pytest -m gpu` and every CUDA-parametrized
+#      test (all marked gpu; on the CPU, their CPU twins);
+#   2. scripts/benchmark.py --preset iwslt on the device: tokens/s and MFU per variant;
+#   3. the documentation corpus at GPU compute: the four variants side by side on one GPU with
+#      the GPU recipes (experiment=docs_de_en_gpu_*: bf16, large batches, early stopping on
+#      validation), loaded from the carried corpus export; test BLEU beam 5, AER, Shift-Att and
+#      the length study (seq2seq.compare's report);
+#   4. the figures in one JSON, the report, its curves and one archive of every log: 5 files.
 #
-# Usage: scripts/gpu_check.sh [OUT_DIR | FILE.json]
-#   OUT_DIR defaults to $OUT, else results/gpu_check; the figures go to OUT_DIR/gpu_check.json
-#   and every log and run folder next to it.
-# Settings (environment): TRAIN_SECONDS (45), EVAL_EVERY (250), BENCH_STEPS (20),
-#   BENCH_REPEATS (2), VARIANTS ("vanilla bahdanau luong transformer").
-# Needs the Ding corpus (data/raw or /usr/share/trans/de-en, see data/README.md); the .venv is
-# built with `make .venv/.installed` when missing. Exits non-zero when any stage failed.
-set -euo pipefail
-
+# Usage: scripts/gpu_check.sh [OUT_DIR]   (OUT_DIR: $OUT, else results/gpu_check)
+# Settings (environment), with the device call's values as defaults:
+#   DEVICE=cuda  PYTHON=python3 (the interpreter whose torch is used)
+#   WHEELS=wheelhouse/cp312-h200  DOCS=data/export/docs_de_en  DING=data/export/ding_de_en
+#   (corpus exports: python -m seq2seq.prepare data=NAME export=DIR)
+#   COMPARE_SECONDS=240 (training per variant, all at once)  JOBS=4  BENCH_STEPS=20
+#   BENCH_REPEATS=2  VARIANTS="vanilla bahdanau luong transformer"
+#   EXTRA="" (overrides for every training, e.g. the CPU rehearsal's trainer.threads=1)
+# Each stage has its own time limit, so one that hangs cannot take the others' time; the exit
+# status is 1 when any stage failed, and the figures of the others are still collected.
+set -uo pipefail
 cd "$(dirname "$0")/.."
-target="${1:-${OUT:-results/gpu_check}}"
-if [[ "$target" == *.json ]]; then
-    json="$target"
-    dir="$(dirname "$target")"
-else
-    dir="$target"
-    json="$dir/gpu_check.json"
-fi
-mkdir -p "$dir"
-dir="$(cd "$dir" && pwd)"
-json="$dir/$(basename "$json")"
-
-TRAIN_SECONDS="${TRAIN_SECONDS:-45}"
-EVAL_EVERY="${EVAL_EVERY:-250}"
+dir="${1:-${OUT:-results/gpu_check}}"
+mkdir -p "$dir/logs" && dir="$(cd "$dir" && pwd)"
+DEVICE="${DEVICE:-cuda}"
+PYTHON="${PYTHON:-python3}"
+WHEELS="${WHEELS:-wheelhouse/cp312-h200}"
+DOCS="${DOCS:-data/export/docs_de_en}"
+DING="${DING:-data/export/ding_de_en}"
+COMPARE_SECONDS="${COMPARE_SECONDS:-240}"
+JOBS="${JOBS:-4}"
 BENCH_STEPS="${BENCH_STEPS:-20}"
 BENCH_REPEATS="${BENCH_REPEATS:-2}"
 read -r -a variants <<< "${VARIANTS:-vanilla bahdanau luong transformer}"
+read -r -a extra <<< "${EXTRA:-}"
 PY=.venv/bin/python
+logs="$dir/logs"
 failed=()
-
 stage() { printf '\n===== [%s] %s\n' "$(date +%H:%M:%S)" "$*"; }
-
-stage "0/4 environment: .venv and CUDA"
-if [[ ! -x "$PY" || ! -f .venv/.installed ]]; then
-    make .venv/.installed
-fi
-if ! "$PY" -c 'import sys, torch; sys.exit(0 if torch.cuda.is_available() else 1)'; then
-    "$PY" -c 'import torch; print(f"torch {torch.__version__}, CUDA build: {torch.version.cuda}")'
-    echo "error: torch sees no CUDA device. On a GPU machine, a .venv copied from a CPU machine" \
-         "holds the CPU build of torch: remove .venv and run this script again." >&2
-    exit 2
-fi
-nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader || true
-"$PY" -c 'import torch; print(torch.__version__, torch.cuda.get_device_name(), torch.version.cuda)'
-
-stage "1/4 GPU tests: pytest -m gpu"
-if "$PY" -m pytest -q -m gpu -p no:cacheprovider 2>&1 | tee "$dir/pytest_gpu.log"; then
-    pytest_status=0
-else
-    pytest_status=$?
-    failed+=("pytest -m gpu")
-fi
-
-stage "2/4 benchmark: --preset iwslt --device cuda, ${BENCH_STEPS} steps x ${BENCH_REPEATS}"
-if "$PY" scripts/benchmark.py --preset iwslt --device cuda --variants "${variants[@]}" \
-        --steps "$BENCH_STEPS" --repeats "$BENCH_REPEATS" --json "$dir/benchmark_iwslt.json" \
-        2> "$dir/benchmark_iwslt.log"; then
-    :
-else
-    failed+=("benchmark")
-    tail -n 20 "$dir/benchmark_iwslt.log"
-fi
-
-stage "3/4 short trainings on Ding de->en: ${TRAIN_SECONDS}s each"
-for model in "${variants[@]}"; do
-    stage "    train $model"
-    rm -rf "$dir/runs/$model"
-    if "$PY" -m seq2seq.train "model=$model" "trainer.device=cuda" \
-            "trainer.max_time=$TRAIN_SECONDS" "trainer.eval_every=$EVAL_EVERY" \
-            "trainer.save_every=100000" "trainer.progress=false" \
-            "hydra.run.dir=$dir/runs/$model" > "$dir/train_$model.log" 2>&1; then
-        grep -E '^(step|test|  BLEU)' "$dir/train_$model.log" | tail -n 4 || true
-    else
-        failed+=("train $model")
-        tail -n 20 "$dir/train_$model.log"
+run_stage() {  # run_stage NAME SECONDS COMMAND...: the command's output to logs/NAME.log
+    local name=$1 seconds=$2
+    shift 2
+    if ! timeout --signal=TERM --kill-after=20 "$seconds" "$@" > "$logs/$name.log" 2>&1; then
+        failed+=("$name")
+        tail -n 15 "$logs/$name.log"
     fi
-done
+}
 
-stage "4/4 collecting the figures into $json"
-"$PY" - "$dir" "$json" "$pytest_status" "${variants[@]}" <<'PYTHON'
+stage "0/4 environment"
+if [[ ! -x "$PY" ]]; then
+    run_stage install 240 scripts/install_offline.sh "$PYTHON" "$WHEELS"
+fi
+[[ -x "$PY" ]] || { echo "no .venv: see $logs/install.log" >&2; exit 2; }
+nvidia-smi > "$logs/nvidia-smi.txt" 2>&1 || true
+"$PY" - "$dir/environment.json" "$DEVICE" <<'PYTHON' | tee "$logs/environment.log"
+import importlib.metadata as md
+import json
+import platform
+import subprocess
+import sys
+
+import torch
+
+
+def version(name: str) -> str | None:
+    try:
+        return md.version(name)
+    except md.PackageNotFoundError:
+        return None
+
+
+device = sys.argv[2]
+env = {"python": platform.python_version(), "torch": torch.__version__,
+       "cuda": torch.version.cuda, "device": device,
+       "packages": {name: version(name) for name in (
+           "datasets", "pyarrow", "fsspec", "numpy", "pandas", "sentencepiece", "sacrebleu",
+           "hydra-core", "tensorboard", "eflomal", "ctranslate2")}}
+if device.startswith("cuda") and torch.cuda.is_available():
+    props = torch.cuda.get_device_properties(0)
+    driver = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+                            capture_output=True, text=True).stdout.strip()
+    env |= {"gpu": props.name, "gpu_memory_gib": round(props.total_memory / 2**30, 1),
+            "multiprocessors": props.multi_processor_count, "driver": driver or None}
+elif device.startswith("cuda"):
+    sys.exit(f"torch {torch.__version__} sees no CUDA device")
+json.dump(env, open(sys.argv[1], "w"), indent=2)
+print(json.dumps(env))
+PYTHON
+[[ ${PIPESTATUS[0]} -eq 0 ]] || failed+=("environment")
+
+stage "1/4 tests: collection, -m gpu"
+run_stage collect 120 "$PY" -m pytest -q --collect-only -p no:cacheprovider
+if [[ "$DEVICE" == cuda* ]]; then  # every CUDA-parametrized test is marked gpu
+    run_stage pytest_gpu 240 "$PY" -m pytest -q -p no:cacheprovider -m gpu -rs
+else  # the rehearsal: the same test bodies on the CPU
+    run_stage pytest_gpu 240 "$PY" -m pytest -q -p no:cacheprovider tests/test_gpu.py \
+        tests/test_bf16.py -k cpu
+fi
+
+stage "2/4 benchmark --preset iwslt on $DEVICE"
+run_stage benchmark 150 "$PY" scripts/benchmark.py --preset iwslt --device "$DEVICE" \
+    --variants "${variants[@]}" --steps "$BENCH_STEPS" --repeats "$BENCH_REPEATS" \
+    --json "$dir/benchmark_iwslt.json" -- "data.export_dir=$(realpath "$DING")" "${extra[@]}"
+
+stage "3/4 docs_de_en at GPU compute: ${COMPARE_SECONDS}s each, $JOBS at once"
+run_stage compare $((COMPARE_SECONDS + 300)) "$PY" -m seq2seq.compare \
+    compare.recipe=docs_de_en_gpu "compare.max_time=$COMPARE_SECONDS" "compare.jobs=$JOBS" \
+    "compare.variants=[$(IFS=,; echo "${variants[*]}")]" "compare.out_dir=$dir/compare" \
+    "runs_root=$dir/runs" "data.export_dir=$(realpath "$DOCS")" "trainer.device=$DEVICE" \
+    "${extra[@]}"
+
+stage "4/4 the figures"
+"$PY" - "$dir" "${failed[*]:-}" <<'PYTHON'
 import json
 import re
 import sys
 from pathlib import Path
 
-import torch
+out, failed = Path(sys.argv[1]), sys.argv[2].split()
+logs = out / "logs"
 
-out_dir, json_path, pytest_status, *variants = sys.argv[1:]
-out_dir = Path(out_dir)
-log = (out_dir / "pytest_gpu.log").read_text(errors="replace").strip().splitlines()
-counts = {k: int(n) for n, k in re.findall(r"(\d+) (passed|failed|skipped|error)", log[-1])} \
-    if log else {}
-bench_file = out_dir / "benchmark_iwslt.json"
-bench = json.loads(bench_file.read_text()) if bench_file.is_file() else None
-training = {}
-for model in variants:
-    metrics_file = out_dir / "runs" / model / "metrics.json"
-    if not metrics_file.is_file():
-        training[model] = {"error": f"no metrics.json, see train_{model}.log"}
-        continue
-    m = json.loads(metrics_file.read_text())
-    test = m.get("test", {})
-    training[model] = {
-        "parameters": m["parameters"],
-        "steps": m["steps"],
-        "epochs": round(m["epochs"], 2),
-        "train_time": m["train_time"],
-        "steps_per_s": round(m["steps"] / max(m["train_time"], 1e-9), 2),
-        "best_valid_bleu": m["best_valid_bleu"],
-        "test_set": test.get("test_set"),
-        "test_bleu": test.get("bleu"),
-        "test_chrf": test.get("chrf"),
-        "test_beam_size": test.get("beam_size"),
-        "test_decode_seconds": test.get("decode_seconds"),
-        "bleu_signature": test.get("bleu_signature"),
-    }
-summary = {
-    "gpu": torch.cuda.get_device_name(),
-    "torch": torch.__version__,
-    "cuda": torch.version.cuda,
-    "pytest_gpu": {"exit_status": int(pytest_status), **counts},
-    "benchmark_iwslt": bench,
-    "training_ding_de_en": training,
-}
-Path(json_path).write_text(json.dumps(summary, indent=2))
-print(f"{'variant':<12} {'tokens/s':>10} {'MFU':>7} {'steps':>6} {'valid BLEU':>10} "
-      f"{'test BLEU':>9}")
-for model in variants:
-    b = (bench or {}).get("results", {}).get(model, {})
-    t = training.get(model, {})
+
+def read(name: str) -> dict | None:
+    path = out / name
+    return json.loads(path.read_text()) if path.is_file() else None
+
+
+def counts(log: str) -> dict[str, int]:
+    text = (logs / log).read_text(errors="replace") if (logs / log).is_file() else ""
+    return {k: int(n) for n, k in re.findall(r"(\d+) (passed|failed|skipped|errors?|tests? "
+                                             r"collected|deselected)", text)}
+
+
+compare = read("compare/compare.json")
+runs = {p.parent.name: json.loads(p.read_text())
+        for p in sorted(out.glob("runs/compare/*/*/metrics.json"))}
+summary = {"failed_stages": failed, "environment": read("environment.json"),
+           "collect": counts("collect.log"), "pytest_gpu": counts("pytest_gpu.log"),
+           "benchmark_iwslt": read("benchmark_iwslt.json"), "compare_docs_de_en": compare,
+           "stopped_by": {variant: m.get("stopped_by") for variant, m in runs.items()}}
+(out / "gpu_check.json").write_text(json.dumps(summary, indent=2))
+bench = (summary["benchmark_iwslt"] or {}).get("results", {})
+rows = {v: study["row"] for v, study in (compare or {}).get("variants", {}).items()}
+print(f"{'variant':<12} {'tokens/s':>10} {'MFU':>6} {'updates':>8} {'stopped by':>14} "
+      f"{'test BLEU':>9} {'AER':>5}")
+for variant in sorted(set(bench) | set(rows)):
+    b, r = bench.get(variant, {}), rows.get(variant, {})
     mfu = b.get("mfu")
-    print(f"{model:<12} {b.get('train_tokens_per_s', float('nan')):>10,.0f} "
-          f"{'n/a' if mfu is None else f'{100 * mfu:.1f}%':>7} {t.get('steps', '-'):>6} "
-          f"{t.get('best_valid_bleu', float('nan')):>10.2f} "
-          f"{t.get('test_bleu') if t.get('test_bleu') is not None else float('nan'):>9.2f}")
-print(f"wrote {json_path}")
+    print(f"{variant:<12} {b.get('train_tokens_per_s', float('nan')):>10,.0f} "
+          f"{'-' if mfu is None else f'{100 * mfu:.0f}%':>6} {r.get('steps', '-'):>8} "
+          f"{str(summary['stopped_by'].get(variant, '-')):>14} {r.get('test_bleu_beam5') or float('nan'):>9.2f} "
+          f"{r.get('aer') or float('nan'):>5.2f}")
 PYTHON
-
+cp "$dir/compare/compare.md" "$dir/compare/compare_curves.png" "$dir" 2>/dev/null
+tar -czf "$dir/logs.tar.gz" -C "$dir" logs $(cd "$dir" && ls -d runs/compare/*/*/{metrics.json,console.log,train.log} 2>/dev/null)
+rm -rf "$dir/logs" "$dir/environment.json"
+[[ -d "$dir/compare" ]] && mv "$dir/compare/compare.json" "$dir/compare.json" 2>/dev/null
+rm -rf "$dir/compare" "$dir/runs" "$dir/benchmark_iwslt.json"
+ls -la "$dir"
 if ((${#failed[@]})); then
     echo "FAILED: ${failed[*]}" >&2
     exit 1

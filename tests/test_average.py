@@ -124,12 +124,12 @@ def test_too_few_periodic_checkpoints_are_refused(run: Path) -> None:
 
 
 def test_the_averaging_script_scores_what_training_validated(run: Path, tmp_path: Path) -> None:
-    """scripts/average_against_ema.py: its first row, the newest checkpoint's EMA, repeats the
-    run's own last validation; every candidate it names is scored."""
+    """scripts/measurements/average_against_ema.py: its first row, the newest checkpoint's EMA,
+    repeats the run's own last validation; every candidate it names is scored."""
     out = tmp_path / "rows.json"
     done = subprocess.run(
-        [sys.executable, "scripts/average_against_ema.py", str(run), "--last", "2", "3",
-         "9", "--json", str(out)], cwd=ROOT, capture_output=True, text=True, check=True)
+        [sys.executable, "scripts/measurements/average_against_ema.py", str(run), "--last", "2",
+         "3", "9", "--json", str(out)], cwd=ROOT, capture_output=True, text=True, check=True)
     rows = json.loads(out.read_text())["rows"]
     assert [row["weights"] for row in rows] == [
         "EMA, newest", "trained, newest", "trained, mean of last 2", "EMA, mean of last 2",

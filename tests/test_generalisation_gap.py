@@ -1,4 +1,5 @@
-"""scripts/generalisation_gap.py: a run's loss on training pairs against validation pairs."""
+"""scripts/measurements/generalisation_gap.py: a run's loss on training pairs against validation
+pairs."""
 
 from __future__ import annotations
 
@@ -27,7 +28,7 @@ def test_the_gap_scores_the_best_checkpoint_as_validation_did(tmp_path: Path) ->
                       "trainer.final_test=false", "trainer.eval_max_sentences=7"))
     run = tmp_path / "run"
     out = tmp_path / "gap.json"
-    done = subprocess.run([sys.executable, "scripts/generalisation_gap.py", str(run),
+    done = subprocess.run([sys.executable, "scripts/measurements/generalisation_gap.py", str(run),
                            "--train-pairs", "9", "--json", str(out)], cwd=ROOT,
                           capture_output=True, text=True, check=True)
     (result,) = json.loads(out.read_text())

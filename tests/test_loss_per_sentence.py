@@ -1,5 +1,5 @@
-"""scripts/loss_per_sentence.py: a run's validation loss per sentence, for vocabularies that
-differ."""
+"""scripts/measurements/loss_per_sentence.py: a run's validation loss per sentence, for
+vocabularies that differ."""
 
 from __future__ import annotations
 
@@ -26,8 +26,9 @@ def test_the_loss_per_sentence_is_the_loss_over_the_pieces_validation_scored(
                       "trainer.final_test=false", "trainer.eval_max_sentences=7"))
     run = tmp_path / "run"
     out = tmp_path / "rows.json"
-    done = subprocess.run([sys.executable, "scripts/loss_per_sentence.py", str(run), "--json",
-                           str(out)], cwd=ROOT, capture_output=True, text=True, check=True)
+    done = subprocess.run([sys.executable, "scripts/measurements/loss_per_sentence.py", str(run),
+                           "--json", str(out)], cwd=ROOT, capture_output=True, text=True,
+                          check=True)
     (result,) = json.loads(out.read_text())
     # the pieces the loss was taken over, counted as the validation batches count them
     cfg = OmegaConf.load(run / "config.yaml")

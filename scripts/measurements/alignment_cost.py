@@ -1,7 +1,7 @@
 """What the attention-alignment metric costs a `make train` run: eflomal once per corpus, then
 teacher-forced scoring at every validation (2 threads, as `make train`).
 
-    python scripts/alignment_cost.py runs/compare/<date>
+    python scripts/measurements/alignment_cost.py runs/compare/<date>
 
 Reads the bahdanau and transformer checkpoints of a `make compare` folder; prints the seconds
 eflomal takes on the corpus (into a temporary cache) and the median of three scorings of the

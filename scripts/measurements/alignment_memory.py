@@ -1,6 +1,6 @@
 """Peak memory of the alignment scoring a run's final phase does, alone.
 
-    python scripts/alignment_memory.py runs/.../checkpoints/best.pt
+    python scripts/measurements/alignment_memory.py runs/.../checkpoints/best.pt
 
 Loads the checkpoint on the CPU (one thread, glibc's freed memory kept as fp32 training keeps
 it), then teacher-forces the test and the validation split of its corpus against their

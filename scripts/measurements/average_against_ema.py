@@ -1,6 +1,6 @@
 """Checkpoint averaging against the EMA, on a finished run's own validation.
 
-    python scripts/average_against_ema.py RUN [--last 2 3 5] [--json OUT]
+    python scripts/measurements/average_against_ema.py RUN [--last 2 3 5] [--json OUT]
 
 Scores the weights a run could end with, each by the validation training does (the loss per
 piece, BLEU and chrF with the run's validation search, greedy by default, and the AER, on the

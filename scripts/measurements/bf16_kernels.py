@@ -2,7 +2,7 @@
 backward of torch's fused attention against matmul-softmax-matmul, and of F.dropout against a
 mask from fp32 uniforms, in fp32 and bf16, one thread, medians of 7 (ms).
 
-    python scripts/bf16_kernels.py
+    python scripts/measurements/bf16_kernels.py
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from seq2seq.models.attention import masked_softmax  # noqa: E402
 from seq2seq.models.layers import dropout  # noqa: E402
 

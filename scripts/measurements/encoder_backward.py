@@ -4,7 +4,7 @@ direction run over the padded rows (the backward one over each row reversed with
 against the packed sequence, whose CPU backward fills a zero (tokens, 3H) tensor at every time
 step. One thread, fp32, the two interleaved, medians of 7 (ms).
 
-    python scripts/encoder_backward.py
+    python scripts/measurements/encoder_backward.py
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from seq2seq.models.layers import encode_packed_sequence, encode_source  # noqa: E402
 
 # (pairs, source pieces) of a batch: Ding's default (1,500 tokens), the documentation corpus's

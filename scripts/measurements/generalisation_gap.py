@@ -1,6 +1,7 @@
 """The loss of a trained run on training pairs against validation pairs: how much it overfits.
 
-    python scripts/generalisation_gap.py RUN [RUN ...] [--train-pairs 2000] [--json OUT]
+    python scripts/measurements/generalisation_gap.py RUN [RUN ...] [--train-pairs 2000] \
+        [--json OUT]
 
 For each run folder this scores the best checkpoint (the weights training evaluates, the EMA
 where the run keeps one) teacher-forced, in eval mode and fp32 on the CPU, on `--train-pairs`
@@ -8,11 +9,11 @@ training pairs spread evenly over the train split and on the validation pairs tr
 (its config's trainer.eval_max_sentences), and prints the NLL per target piece of each and
 their difference, then the same per sentence: the NLL summed over a sentence's pieces (EOS
 included), averaged over the sentences, which compares runs whose vocabularies differ (a
-smaller one cuts a sentence into more, easier pieces; scripts/loss_per_sentence.py). A run
-that has seen its training pairs many times scores them far better than held-out ones; part of
-any gap is the held-out families being unlike the training ones, which a run that has seen each
-pair at most once also shows. docs/docs_corpus.md quotes it; the test split is never read.
-"""
+smaller one cuts a sentence into more, easier pieces;
+scripts/measurements/loss_per_sentence.py). A run that has seen its training pairs many times
+scores them far better than held-out ones; part of any gap is the held-out families being
+unlike the training ones, which a run that has seen each pair at most once also shows.
+docs/docs_corpus.md quotes it; the test split is never read."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Validation loss per sentence, to compare runs whose vocabularies differ.
 
-    python scripts/loss_per_sentence.py RUN [RUN ...] [--json OUT]
+    python scripts/measurements/loss_per_sentence.py RUN [RUN ...] [--json OUT]
 
 A run's validation loss is the mean NLL per target piece, so runs with different tokenizers
 cannot be compared on it: a smaller vocabulary cuts a sentence into more, easier pieces. The

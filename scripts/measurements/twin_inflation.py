@@ -1,6 +1,7 @@
 """How much held-out twins of training pairs lift a test score.
 
-    python scripts/twin_inflation.py data/docs/<version>/corpus.json HYPOTHESES [--direction de-en]
+    python scripts/measurements/twin_inflation.py data/docs/<version>/corpus.json HYPOTHESES \
+        [--direction de-en]
 
 Reads a documentation corpus cache (`corpus.json`: train/validation/test rows of German,
 English, document[, family]) and the test hypotheses of a model trained on it (one a line, in

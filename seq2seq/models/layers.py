@@ -34,7 +34,7 @@ def bf16_on_cpu(x: Tensor) -> bool:
     """Where torch 2.13's fused kernels are slow: in bf16 on a CPU its fused attention takes
     about 5x the time of matmul, softmax and matmul (forward and backward, B 64, H 4, T 32,
     K 64; in fp32 the fused one is faster), and F.dropout a little more than a mask and a
-    multiply (scripts/bf16_kernels.py)."""
+    multiply (scripts/measurements/bf16_kernels.py)."""
     return x.dtype == torch.bfloat16 and x.device.type == "cpu"
 
 
@@ -118,7 +118,8 @@ def encode_source(rnn: nn.GRU | nn.LSTM, emb: Tensor, mask: Tensor) -> tuple[Ten
     state). That is the packed sequence's function without its CPU backward, which fills a
     zero (tokens, gates) tensor for every time step: forward and backward 1.04x as fast at
     Ding's batches, 1.24x at the documentation corpus's and 2.85x at its longest sentences
-    (scripts/encoder_backward.py, docs/benchmark.md). On CUDA cuDNN runs the packed sequence.
+    (scripts/measurements/encoder_backward.py, docs/benchmark.md). On CUDA cuDNN runs the packed
+    sequence.
 
     Args:
         rnn: a batch-first encoder (uni- or bidirectional).
