@@ -17,9 +17,10 @@
 #   DEVICE=cuda  PYTHON=python3 (the interpreter whose torch is used)
 #   WHEELS=wheelhouse/cp312-h200  DOCS=data/export/docs_de_en  DING=data/export/ding_de_en
 #   (corpus exports: python -m seq2seq.prepare data=NAME export=DIR)
-#   COMPARE_SECONDS=240 (training per variant, all at once)  JOBS=4  BENCH_STEPS=20
+#   COMPARE_SECONDS=210 (training per variant, all at once)  JOBS=4  BENCH_STEPS=20
 #   BENCH_REPEATS=2  VARIANTS="vanilla bahdanau luong transformer"
 #   EXTRA="" (overrides for every training, e.g. the CPU rehearsal's trainer.threads=1)
+#   STAGES="tests benchmark compare" (a rerun after a call that stopped early names the rest)
 # Each stage has its own time limit, so one that hangs cannot take the others' time; the exit
 # status is 1 when any stage failed, and the figures of the others are still collected.
 set -uo pipefail
@@ -31,12 +32,13 @@ PYTHON="${PYTHON:-python3}"
 WHEELS="${WHEELS:-wheelhouse/cp312-h200}"
 DOCS="${DOCS:-data/export/docs_de_en}"
 DING="${DING:-data/export/ding_de_en}"
-COMPARE_SECONDS="${COMPARE_SECONDS:-240}"
+COMPARE_SECONDS="${COMPARE_SECONDS:-210}"
 JOBS="${JOBS:-4}"
 BENCH_STEPS="${BENCH_STEPS:-20}"
 BENCH_REPEATS="${BENCH_REPEATS:-2}"
 read -r -a variants <<< "${VARIANTS:-vanilla bahdanau luong transformer}"
 read -r -a extra <<< "${EXTRA:-}"
+STAGES=" ${STAGES:-tests benchmark compare} "
 PY=.venv/bin/python
 logs="$dir/logs"
 failed=()
@@ -92,6 +94,7 @@ print(json.dumps(env))
 PYTHON
 [[ ${PIPESTATUS[0]} -eq 0 ]] || failed+=("environment")
 
+if [[ "$STAGES" == *" tests "* ]]; then
 stage "1/4 tests: collection, -m gpu"
 run_stage collect 120 "$PY" -m pytest -q --collect-only -p no:cacheprovider
 if [[ "$DEVICE" == cuda* ]]; then  # every CUDA-parametrized test is marked gpu
@@ -100,18 +103,23 @@ else  # the rehearsal: the same test bodies on the CPU
     run_stage pytest_gpu 240 "$PY" -m pytest -q -p no:cacheprovider tests/test_gpu.py \
         tests/test_bf16.py -k cpu
 fi
+fi
 
+if [[ "$STAGES" == *" benchmark "* ]]; then
 stage "2/4 benchmark --preset iwslt on $DEVICE"
 run_stage benchmark 150 "$PY" scripts/benchmark.py --preset iwslt --device "$DEVICE" \
     --variants "${variants[@]}" --steps "$BENCH_STEPS" --repeats "$BENCH_REPEATS" \
     --json "$dir/benchmark_iwslt.json" -- "data.export_dir=$(realpath "$DING")" "${extra[@]}"
+fi
 
+if [[ "$STAGES" == *" compare "* ]]; then
 stage "3/4 docs_de_en at GPU compute: ${COMPARE_SECONDS}s each, $JOBS at once"
-run_stage compare $((COMPARE_SECONDS + 300)) "$PY" -m seq2seq.compare \
+run_stage compare $((COMPARE_SECONDS + 240)) "$PY" -m seq2seq.compare \
     compare.recipe=docs_de_en_gpu "compare.max_time=$COMPARE_SECONDS" "compare.jobs=$JOBS" \
     "compare.variants=[$(IFS=,; echo "${variants[*]}")]" "compare.out_dir=$dir/compare" \
     "runs_root=$dir/runs" "data.export_dir=$(realpath "$DOCS")" "trainer.device=$DEVICE" \
     "${extra[@]}"
+fi
 
 stage "4/4 the figures"
 "$PY" - "$dir" "${failed[*]:-}" <<'PYTHON'
