@@ -18,8 +18,10 @@
 #   WHEELS=wheelhouse/cp312-h200  DOCS=data/export/docs_de_en  DING=data/export/ding_de_en
 #   (corpus exports: python -m seq2seq.prepare data=NAME export=DIR)
 #   COMPARE_SECONDS=210 (training per variant, all at once)  JOBS=4  BENCH_STEPS=20
-#   BENCH_REPEATS=2  VARIANTS="vanilla bahdanau luong transformer"
+#   BENCH_REPEATS=2  BENCH_ARGS="" (e.g. the rehearsal's --decode-sentences 8)
+#   VARIANTS="vanilla bahdanau luong transformer"
 #   EXTRA="" (overrides for every training, e.g. the CPU rehearsal's trainer.threads=1)
+#   BENCH_LIMIT=150 COMPARE_LIMIT=COMPARE_SECONDS+240 (the stages' limits in seconds)
 #   STAGES="tests benchmark compare" (a rerun after a call that stopped early names the rest)
 # Each stage has its own time limit, so one that hangs cannot take the others' time; the exit
 # status is 1 when any stage failed, and the figures of the others are still collected.
@@ -38,6 +40,7 @@ BENCH_STEPS="${BENCH_STEPS:-20}"
 BENCH_REPEATS="${BENCH_REPEATS:-2}"
 read -r -a variants <<< "${VARIANTS:-vanilla bahdanau luong transformer}"
 read -r -a extra <<< "${EXTRA:-}"
+read -r -a bench_args <<< "${BENCH_ARGS:-}"
 STAGES=" ${STAGES:-tests benchmark compare} "
 PY=.venv/bin/python
 logs="$dir/logs"
@@ -107,14 +110,14 @@ fi
 
 if [[ "$STAGES" == *" benchmark "* ]]; then
 stage "2/4 benchmark --preset iwslt on $DEVICE"
-run_stage benchmark 150 "$PY" scripts/benchmark.py --preset iwslt --device "$DEVICE" \
+run_stage benchmark "${BENCH_LIMIT:-150}" "$PY" scripts/benchmark.py --preset iwslt --device "$DEVICE" \
     --variants "${variants[@]}" --steps "$BENCH_STEPS" --repeats "$BENCH_REPEATS" \
-    --json "$dir/benchmark_iwslt.json" -- "data.export_dir=$(realpath "$DING")" "${extra[@]}"
+    --json "$dir/benchmark_iwslt.json" "${bench_args[@]}" -- "data.export_dir=$(realpath "$DING")" "${extra[@]}"
 fi
 
 if [[ "$STAGES" == *" compare "* ]]; then
 stage "3/4 docs_de_en at GPU compute: ${COMPARE_SECONDS}s each, $JOBS at once"
-run_stage compare $((COMPARE_SECONDS + 240)) "$PY" -m seq2seq.compare \
+run_stage compare "${COMPARE_LIMIT:-$((COMPARE_SECONDS + 240))}" "$PY" -m seq2seq.compare \
     compare.recipe=docs_de_en_gpu "compare.max_time=$COMPARE_SECONDS" "compare.jobs=$JOBS" \
     "compare.variants=[$(IFS=,; echo "${variants[*]}")]" "compare.out_dir=$dir/compare" \
     "runs_root=$dir/runs" "data.export_dir=$(realpath "$DOCS")" "trainer.device=$DEVICE" \

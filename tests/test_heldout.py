@@ -44,6 +44,7 @@ def lcs_ratio(a: str, b: str) -> float:
     return 2 * previous[-1] / (len(a) + len(b))
 
 
+@pytest.mark.slow  # over 10 s: the second tier
 def test_near_search_finds_exactly_what_an_exhaustive_pass_finds() -> None:
     rng = random.Random(0)
     words = "Zelle Tabelle Seite Absatz Formel Wert Spalte Zeile Datei Öffnen Bild".split()

@@ -77,6 +77,7 @@ def test_a_recipe_is_a_seeded_tpe_study_that_maximises_and_every_size_builds(rec
         assert sum(p.numel() for p in build_model(model_cfg, 64, 64).parameters()) > 0
 
 
+@pytest.mark.slow  # over 10 s: the second tier
 def test_an_optuna_sweep_names_the_trial_with_the_best_validation_bleu(tmp_path: Path) -> None:
     """Three real tiny trainings; the study's best value and parameters are those of the trial
     whose metrics.json has the highest best_valid_bleu."""
@@ -105,6 +106,7 @@ def test_an_optuna_sweep_names_the_trial_with_the_best_validation_bleu(tmp_path:
     assert best_cfg.model.d_model == 32 and best_cfg.trainer.batch_tokens == 256  # fixed
 
 
+@pytest.mark.slow  # over 10 s: the second tier
 def test_submitit_local_runs_each_job_in_its_own_process(tmp_path: Path) -> None:
     prepare_data(tiny_config(tmp_path).data, tiny_config(tmp_path).tokenizer, verbose=False)
     sweep = tmp_path / "sweep"
