@@ -1,11 +1,13 @@
-"""`python -m seq2seq.evaluate ckpt=PATH [split=test] [beam_size=K]`: score a checkpoint.
+"""`python -m seq2seq.evaluate ckpt=PATH [split=test] [beam_size=K]`: score a checkpoint, or
+with `ckpt=[A,B,...]` an ensemble of checkpoints sharing one tokenizer (`seq2seq.models.ensemble`).
 
 Decodes a split of the corpus the checkpoint was trained on, with its tokenizer and decoding
 settings, through the same `decode_and_score` the training loop uses, so the test BLEU of a run
 is reproduced exactly. Prints BLEU and chrF with their sacrebleu signatures and the attention's
 agreement with the reference word alignments (AER, with the diagonal baselines; the
 Transformer's best head chosen on validation); writes the hypotheses and a metrics JSON next to
-the run (or where `output` says).
+the run (or where `output` says). An ensemble's alignment is that of the members' mean
+attention: the per-head and Shift-Att figures are a single Transformer's.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from seq2seq.errors import UserError, exit_on_user_error
 from seq2seq.evaluation.decode_and_score import choose_best, decode_and_score
 from seq2seq.evaluation.hypotheses import write_hypotheses
 from seq2seq.evaluation.metrics import bleu_by_length, bleu_tokenize_for
-from seq2seq.inference import load_for_inference, resolve_device, search_settings
+from seq2seq.inference import Loaded, load_models, resolve_device, search_settings
 from seq2seq.models.base import count_parameters
 
 register_configs()
@@ -38,7 +40,7 @@ def metrics_path(hypotheses: Path) -> Path:
 
 
 def evaluate(
-    ckpt: str | Path,
+    ckpt: str | Path | list[str | Path],
     split: str = "test",
     beam_size: int | None = None,
     batch_size: int | None = None,
@@ -49,15 +51,17 @@ def evaluate(
     """Decode and score one split with a checkpoint; write hypotheses and metrics JSON.
 
     Args:
-        ckpt: the checkpoint, e.g. `<run>/checkpoints/best.pt`.
+        ckpt: the checkpoint, e.g. `<run>/checkpoints/best.pt`, or a list of several: an
+            ensemble (`seq2seq.inference.load_models`), named `ensemble-<stem>+<stem>...`.
         split: train, validation or test.
         beam_size: beam size; None: the checkpoint's `decoding.beam_size` (1 is greedy).
         batch_size: sentences decoded at once; None: the checkpoint's `decoding.batch_size`.
         device: auto, cpu, cuda, cuda:N or mps.
         output: the hypotheses file; None: `<run>/<split>.<checkpoint>.beam<k>.hyp` (the
             checkpoint's file name without `.pt`: `test.best.beam5.hyp`), so evaluations of
-            several checkpoints of a run stand side by side. The metrics go next to it,
-            `.hyp` replaced by `.metrics.json`.
+            several checkpoints of a run stand side by side; an ensemble's goes to its first
+            member's run, `test.ensemble-step-900+step-1200.beam5.hyp`. The metrics go next
+            to it, `.hyp` replaced by `.metrics.json`.
         tokenizer_dir: the tokenizer folder; None: `<run>/tokenizer`.
 
     Returns:
@@ -70,10 +74,10 @@ def evaluate(
     """
     if split not in SPLITS:
         raise UserError(f"split={split!r} is unknown; use one of {', '.join(SPLITS)}")
-    loaded = load_for_inference(ckpt, resolve_device(device), tokenizer_dir)
+    loaded = load_models(ckpt, resolve_device(device), tokenizer_dir)
     cfg = loaded.config
     settings = search_settings(cfg, beam_size, batch_size)
-    print(f"checkpoint {loaded.checkpoint}: {cfg.model.name}, "
+    print(f"{described(loaded)}, "
           f"{count_parameters(loaded.model) / 1e6:.2f}M parameters, step {loaded.step}, "
           f"device {loaded.device}")
     corpus = load_corpus(cfg.data)
@@ -99,7 +103,7 @@ def evaluate(
                              links["validation"], loaded.device)
     run_dir = loaded.checkpoint.parent.parent
     hyp_path = Path(output) if output is not None else (
-        run_dir / f"{split}.{loaded.checkpoint.stem}.beam{settings.beam_size}.hyp"
+        run_dir / f"{split}.{model_name(loaded)}.beam{settings.beam_size}.hyp"
     )
     json_path = metrics_path(hyp_path)
     metrics = {
@@ -116,6 +120,7 @@ def evaluate(
         "truncated": encoded[split].truncated,
         "decode_seconds": round(seconds, 2),
         "checkpoint": str(loaded.checkpoint),
+        "ensemble": [str(path) for path in loaded.members] or None,
         "step": loaded.step,
         "hypotheses": str(hyp_path),
     }
@@ -128,6 +133,23 @@ def evaluate(
     print(report(metrics))
     print(f"hypotheses: {hyp_path}\nmetrics: {json_path}")
     return metrics
+
+
+def model_name(loaded: Loaded) -> str:
+    """What output names call the decoding model: the checkpoint's stem (`best`), or for an
+    ensemble `ensemble-` and its members' stems joined by `+` (`ensemble-best+best`)."""
+    if not loaded.members:
+        return loaded.checkpoint.stem
+    return "ensemble-" + "+".join(path.stem for path in loaded.members)
+
+
+def described(loaded: Loaded) -> str:
+    """`checkpoint PATH: MODEL`, or `ensemble of N checkpoints: PATH (MODEL), ...`."""
+    if not loaded.members:
+        return f"checkpoint {loaded.checkpoint}: {loaded.config.model.name}"
+    names = [getattr(m, "name", type(m).__name__) for m in loaded.model.members]
+    return f"ensemble of {len(names)} checkpoints: " + ", ".join(
+        f"{path} ({name})" for path, name in zip(loaded.members, names, strict=True))
 
 
 def length_edges(cfg: DictConfig) -> dict[str, tuple[int, ...]]:
@@ -194,7 +216,7 @@ def alignment_lines(report: dict[str, Any] | None) -> list[str]:
 @exit_on_user_error
 def main(cfg: DictConfig) -> None:
     if OmegaConf.is_missing(cfg, "ckpt"):
-        raise UserError("ckpt=PATH is required: the checkpoint to evaluate")
+        raise UserError("ckpt=PATH is required: the checkpoint to evaluate (or [A,B])")
     evaluate(**OmegaConf.to_container(cfg))  # type: ignore[arg-type]
 
 

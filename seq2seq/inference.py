@@ -2,12 +2,14 @@
 
 A run folder keeps the tokenizer next to its checkpoints (`<run>/tokenizer`,
 `<run>/checkpoints/best.pt`); the checkpoint records the tokenizer's identity and the resolved
-config, so the model is rebuilt exactly and a mismatched tokenizer is refused.
+config, so the model is rebuilt exactly and a mismatched tokenizer is refused. Several
+checkpoints sharing one tokenizer load as one `Ensemble` (`load_models`).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import torch
@@ -21,6 +23,7 @@ from seq2seq.config import Config
 from seq2seq.decoding import DecodeSettings, decode_settings
 from seq2seq.errors import UserError
 from seq2seq.models import build_model
+from seq2seq.models.ensemble import Ensemble
 from seq2seq.runtime import pick_device
 from seq2seq.tokenization import Tokenizer
 
@@ -36,6 +39,10 @@ class Loaded:
         checkpoint: the checkpoint file it came from.
         device: where the model lives.
         step: the optimizer updates the weights had seen, or None when not recorded.
+        members: an ensemble's checkpoints (`load_models`), the first being `checkpoint`;
+            empty for a single model.
+        history: the training's evaluations recorded in the checkpoint, one row each (the
+            validation AER per Transformer layer among them); empty when not recorded.
     """
 
     model: nn.Module
@@ -44,6 +51,8 @@ class Loaded:
     checkpoint: Path
     device: torch.device
     step: int | None = None
+    members: tuple[Path, ...] = ()
+    history: list[dict] = field(default_factory=list)
 
 
 def resolve_device(name: str) -> torch.device:
@@ -123,8 +132,40 @@ def load_for_inference(
             f"{path}: the weights do not fit the model its config describes ({reason})"
         ) from None
     model.to(device).eval()
-    step = payload.get("progress", {}).get("step")
-    return Loaded(model, tokenizer, cfg, path, device, step)
+    progress = payload.get("progress", {})
+    return Loaded(model, tokenizer, cfg, path, device, progress.get("step"),
+                  history=list(progress.get("history", [])))
+
+
+def load_models(
+    ckpt: Path | str | Sequence[Path | str], device: torch.device | str,
+    tokenizer_dir: Path | str | None = None,
+) -> Loaded:
+    """One checkpoint (a path, or a list of one), or several decoding as one `Ensemble`.
+
+    Each member is loaded by `load_for_inference` (with `tokenizer_dir`, or its own run's
+    tokenizer); the first gives the ensemble's tokenizer, config (corpus, decoding settings,
+    length limits) and `checkpoint`; `step` is None.
+
+    Raises:
+        UserError: no checkpoint, what `load_for_inference` refuses, or a member trained with
+            another tokenizer than the first (both checkpoints and the fields that differ named).
+    """
+    paths = [ckpt] if isinstance(ckpt, (str, Path)) else list(ckpt)
+    if not paths:
+        raise UserError("ckpt=[]: name a checkpoint, or several for an ensemble")
+    loaded = [load_for_inference(path, device, tokenizer_dir) for path in paths]
+    first = loaded[0]
+    if len(loaded) == 1:
+        return first
+    for other in loaded[1:]:
+        ours, theirs = first.tokenizer.identity, other.tokenizer.identity
+        differ = sorted(key for key in set(ours) | set(theirs) if ours.get(key) != theirs.get(key))
+        if differ:
+            raise UserError(f"{other.checkpoint}: another tokenizer than {first.checkpoint} "
+                            f"(differs in {', '.join(differ)}); an ensemble's members share one")
+    return replace(first, model=Ensemble([m.model for m in loaded]), step=None,
+                   members=tuple(m.checkpoint for m in loaded))
 
 
 def search_settings(
