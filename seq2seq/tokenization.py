@@ -17,6 +17,7 @@ import shutil
 import tempfile
 from collections.abc import Iterable, Sequence
 from pathlib import Path
+from typing import Any
 
 import datasets
 import sentencepiece as spm
@@ -121,6 +122,12 @@ class Tokenizer:
     def tgt_spans(self, texts: list[str]) -> list[list[tuple[int, int]]]:
         """Per text, the (start, end) character offsets of its target pieces (`encode_tgt`)."""
         return _char_spans(self._tgt, texts)
+
+    def tgt_decoded_spans(self, ids: Sequence[int]) -> tuple[str, list[tuple[int, int]]]:
+        """The text of target piece ids, as `decode_tgt` gives it, and each piece's (start, end)
+        character offsets in it (a pad, bos or eos id: a zero-width span)."""
+        proto = self._tgt.decode([int(i) for i in ids], out_type="proto")
+        return proto.text, _proto_spans(self._tgt, proto.text, proto.pieces)
 
     def _files(self) -> dict[str, str]:
         if self.joint:
@@ -349,17 +356,24 @@ def _char_spans(
     """Per text, its pieces as (start, end) character offsets. The proto counts UTF-8 bytes;
     each byte-fallback piece of a character spans that whole character, the character its
     start byte lies in."""
+    return [_proto_spans(processor, text, proto.pieces)
+            for text, proto in zip(texts, processor.encode(list(texts), out_type="proto"),
+                                   strict=True)]
+
+
+def _proto_spans(
+    processor: spm.SentencePieceProcessor, text: str, pieces: Iterable[Any]
+) -> list[tuple[int, int]]:
+    """The (start, end) character offsets in `text` of sentencepiece proto pieces, whose
+    offsets count UTF-8 bytes."""
+    starts = [0]  # byte offset of each character, and of the end
+    for char in text:
+        starts.append(starts[-1] + len(char.encode("utf-8")))
     spans = []
-    for text, proto in zip(texts, processor.encode(list(texts), out_type="proto"), strict=True):
-        starts = [0]  # byte offset of each character, and of the end
-        for char in text:
-            starts.append(starts[-1] + len(char.encode("utf-8")))
-        pieces = []
-        for piece in proto.pieces:
-            start = bisect.bisect_right(starts, piece.begin) - 1
-            if processor.is_byte(piece.id):
-                pieces.append((start, start + 1))
-            else:
-                pieces.append((start, bisect.bisect_left(starts, piece.end)))
-        spans.append(pieces)
+    for piece in pieces:
+        start = bisect.bisect_right(starts, piece.begin) - 1
+        if processor.is_byte(piece.id):
+            spans.append((start, start + 1))
+        else:
+            spans.append((start, bisect.bisect_left(starts, piece.end)))
     return spans

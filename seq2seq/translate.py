@@ -10,6 +10,12 @@ gets a heatmap `DIR/<nnnn>.png` of the attention that produced its translation.
 Bytes that are not UTF-8 stop the run with one line naming the input line (exit status 2).
 With `engine=ctranslate2`, ckpt is a folder written by `python -m seq2seq.export` and the
 CTranslate2 model decodes (`seq2seq.ctranslate2_engine`); the input is handled the same way.
+With `ckpt=[A,B,...]` checkpoints sharing one tokenizer decode as one ensemble
+(`seq2seq.models.ensemble`), the heatmaps showing their mean attention.
+With `alignments=true` each output line ends with ` ||| ` and the word links of that
+hypothesis, Pharaoh `i-j` (source-target, whitespace words of the input line and of the printed
+output, from 0), from the attention that decoded it (`seq2seq.evaluation.word_links`; the
+reading is said on stderr).
 """
 
 from __future__ import annotations
@@ -33,7 +39,8 @@ from seq2seq.decoding import DecodeSettings, Hypothesis
 from seq2seq.errors import UserError, exit_on_user_error
 from seq2seq.evaluation.decode_and_score import decode_ids
 from seq2seq.evaluation.hypotheses import one_line
-from seq2seq.inference import load_for_inference, resolve_device, search_settings
+from seq2seq.evaluation.word_links import HypothesisLinks, choose_reading
+from seq2seq.inference import load_models, resolve_device, search_settings
 from seq2seq.tokenization import EOS_ID, Tokenizer
 from seq2seq.visualization import attention_heatmap, figure_to_png
 
@@ -73,6 +80,7 @@ class Translator:
         settings: beam size, n-best, length limits and batch size.
         input_name: how warnings name the input (a path or `<stdin>`).
         attention_dir: where heatmap PNGs go; None: no heatmaps.
+        links: each hypothesis's word links, appended as ` ||| links`; None: none.
     """
 
     def __init__(
@@ -83,8 +91,10 @@ class Translator:
         settings: DecodeSettings,
         input_name: str,
         attention_dir: Path | None = None,
+        links: HypothesisLinks | None = None,
     ) -> None:
         self.tokenizer = tokenizer
+        self.links = links
         self.config = config
         self.decode = decode
         self.settings = settings
@@ -115,17 +125,20 @@ class Translator:
         by_line = dict(zip((number for number, _ in todo), zip(src_ids, found, strict=True),
                            strict=True))
         out: list[str] = []
-        for number, _ in lines:
+        for number, line in lines:
             if number not in by_line:
-                out.append(f"{number - 1} |||  ||| 0.0000" if self.settings.nbest > 1 else "")
+                empty = f"{number - 1} |||  ||| 0.0000" if self.settings.nbest > 1 else ""
+                out.append(empty + (" ||| " if self.links is not None else ""))
                 continue
             ids, hyps = by_line[number]
             texts = [one_line(tokenizer.decode_tgt(h.tokens)) for h in hyps]
+            ends = ([f" ||| {found}" for found in self.links(line.strip(), ids, hyps)]
+                    if self.links is not None else [""] * len(hyps))
             if self.settings.nbest > 1:
-                out.extend(f"{number - 1} ||| {t} ||| {h.score:.4f}"
-                           for t, h in zip(texts, hyps, strict=True))
+                out.extend(f"{number - 1} ||| {t} ||| {h.score:.4f}{end}"
+                           for t, h, end in zip(texts, hyps, ends, strict=True))
             else:
-                out.append(texts[0])
+                out.append(texts[0] + ends[0])
             if self.attention_dir is not None:
                 self.heatmap(number, ids, hyps[0].tokens, hyps[0].attention, texts[0])
         return out
@@ -156,7 +169,7 @@ def warn(message: str) -> None:
 
 
 def translate(
-    ckpt: str | Path,
+    ckpt: str | Path | list[str | Path],
     input: str | Path | None = None,
     beam_size: int | None = None,
     nbest: int = 1,
@@ -167,11 +180,12 @@ def translate(
     stdin: BinaryIO | None = None,
     stdout: BinaryIO | None = None,
     engine: str = "torch",
+    alignments: bool = False,
 ) -> int:
     """Translate lines from `input` (or stdin) to stdout; returns the number of input lines.
 
     Args:
-        ckpt: the checkpoint, e.g. `<run>/checkpoints/best.pt`.
+        ckpt: the checkpoint, e.g. `<run>/checkpoints/best.pt`; a list: an ensemble.
         input: a UTF-8 text file, one sentence per line; None: `stdin`.
         beam_size: beam size; None: the checkpoint's `decoding.beam_size` (1 is greedy).
         nbest: hypotheses per line; above 1, lines are `i ||| hypothesis ||| score`.
@@ -183,6 +197,7 @@ def translate(
         stdout: the byte stream written; None: the process's stdout.
         engine: torch, or ctranslate2 with `ckpt` the folder of `python -m seq2seq.export`
             (which carries its tokenizer; it writes no heatmaps).
+        alignments: end each output line with ` ||| ` and its word links (engine=torch).
 
     Raises:
         UserError: a bad setting, an unreadable checkpoint or input, bytes that are not UTF-8.
@@ -191,10 +206,16 @@ def translate(
     if engine not in ENGINES:
         raise UserError(f"engine={engine!r} is not one of {', '.join(ENGINES)}")
     decode: Decode
+    links: HypothesisLinks | None = None  # alignments=true: each hypothesis's word links
     if engine == "ctranslate2":
+        if not isinstance(ckpt, (str, Path)):
+            raise UserError("ckpt=[...] needs engine=torch: ctranslate2 decodes one export")
         if attention_dir is not None:
             raise UserError("attention_dir= needs engine=torch: the ctranslate2 engine writes "
                             "no heatmaps")
+        if alignments:
+            raise UserError("alignments=true needs engine=torch: the word links are read from "
+                            "the torch model's attention")
         if tokenizer_dir is not None:
             raise UserError("tokenizer_dir= needs engine=torch: an export folder carries its "
                             "own tokenizer")
@@ -203,11 +224,16 @@ def translate(
         settings = search_settings(config, beam_size, batch_size, nbest)
         decode = functools.partial(ctranslate2_engine.decode_ids, exported, settings=settings)
     else:
-        loaded = load_for_inference(ckpt, resolve_device(device), tokenizer_dir)
+        loaded = load_models(ckpt, resolve_device(device), tokenizer_dir)
         tokenizer, config = loaded.tokenizer, loaded.config
         settings = search_settings(config, beam_size, batch_size, nbest)
         decode = functools.partial(decode_ids, loaded.model, settings=settings,
                                    device=loaded.device)
+        if alignments:
+            model_name = "ensemble" if loaded.members else str(config.model.name)
+            reading = choose_reading(loaded.model, model_name, loaded.history, loaded.device)
+            print(f"alignments: {reading.description}", file=sys.stderr, flush=True)
+            links = HypothesisLinks(loaded.model, tokenizer, reading, loaded.device)
     heatmaps = Path(attention_dir) if attention_dir is not None else None
     out = stdout if stdout is not None else sys.stdout.buffer
     with ExitStack() as stack:
@@ -220,7 +246,7 @@ def translate(
         else:
             stream = stdin if stdin is not None else sys.stdin.buffer
             name = STDIN
-        translator = Translator(tokenizer, config, decode, settings, name, heatmaps)
+        translator = Translator(tokenizer, config, decode, settings, name, heatmaps, links)
         # Typed at a terminal: answer every line at once instead of waiting for a full batch.
         per_batch = 1 if stream.isatty() else settings.batch_size
         lines = read_lines(stream, name)
