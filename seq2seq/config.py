@@ -210,6 +210,7 @@ class TrainerConfig:
     log_every: int = MISSING
     max_bad_steps: int = MISSING
     resume: Any = MISSING  # false | true | a checkpoint path
+    init_from: str | None = None  # None for the configs saved before the option existed
     final_test: bool = MISSING
     progress: bool = MISSING
 
@@ -324,7 +325,7 @@ class EvaluateConfig:
     """`python -m seq2seq.evaluate` (configs/evaluate.yaml): score a checkpoint on a split of
     its own corpus."""
 
-    ckpt: str = MISSING
+    ckpt: Any = MISSING  # a checkpoint, or a list of them: an ensemble
     split: str = MISSING
     beam_size: int | None = MISSING
     batch_size: int | None = MISSING
@@ -347,7 +348,7 @@ class AverageConfig:
 class TranslateConfig:
     """`python -m seq2seq.translate` (configs/translate.yaml): stdin (or a file) to stdout."""
 
-    ckpt: str = MISSING
+    ckpt: Any = MISSING  # a checkpoint, or a list of them: an ensemble
     input: str | None = MISSING
     beam_size: int | None = MISSING
     nbest: int = MISSING
@@ -356,6 +357,7 @@ class TranslateConfig:
     attention_dir: str | None = MISSING
     tokenizer_dir: str | None = MISSING
     engine: Engine = MISSING
+    alignments: bool = MISSING
 
 
 @dataclass

@@ -208,27 +208,26 @@ class SegmentationSampler:
                             self.max_src_len, self.max_tgt_len, train=True)
 
 
-def prepare_data(data: DataConfig, tok: TokenizerConfig, verbose: bool = True) -> PreparedData:
+def prepare_data(
+    data: DataConfig, tok: TokenizerConfig, verbose: bool = True,
+    tokenizer: Tokenizer | None = None,
+) -> PreparedData:
     """Build (or reuse) the corpus, the tokenizer and the reference word links, then encode
-    every split.
+    every split. A `tokenizer` given (a fine-tuned checkpoint's) encodes it instead: none is
+    trained or read from the cache.
 
     Training pairs over tokenizer.max_src_len/max_tgt_len pieces are dropped; validation and
     test pairs are kept, cut to fit (see `fitted_split`). `verbose` prints how many.
     """
     corpus = load_corpus(data)
     root = data_root(data.root)
-    cache_dir = root / "tokenizers" / data.name
-    tokenizer = build_tokenizer(
-        corpus,
-        cache_dir,
-        type=tok.type,
-        vocab_size=tok.vocab_size,
-        joint=tok.joint,
-        character_coverage=tok.character_coverage,
-        input_sentence_size=tok.input_sentence_size,
-        src_lang=data.src_lang,
-        tgt_lang=data.tgt_lang,
-    )
+    if tokenizer is None:
+        tokenizer = build_tokenizer(
+            corpus, root / "tokenizers" / data.name, type=tok.type, vocab_size=tok.vocab_size,
+            joint=tok.joint, character_coverage=tok.character_coverage,
+            input_sentence_size=tok.input_sentence_size, src_lang=data.src_lang,
+            tgt_lang=data.tgt_lang,
+        )
     texts = {split: (corpus[split]["src"], corpus[split]["tgt"]) for split in SPLITS}
     prepared = PreparedData(tokenizer, links=corpus_links(texts, root, data.name, verbose),
                             fingerprint=corpus_fingerprint(corpus))

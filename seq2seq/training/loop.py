@@ -24,6 +24,13 @@ from seq2seq.errors import UserError
 from seq2seq.models import is_recurrent
 from seq2seq.models.base import count_parameters
 from seq2seq.runtime import peak_memory_mib, setup_runtime, teardown
+from seq2seq.training.finetune import (
+    coverage_line,
+    load_start_weights,
+    read_start,
+    resumed_finetuning,
+    with_start_tokenizer,
+)
 from seq2seq.training.setup import TrainingParts, build_parts, prepare_on_every_rank
 from seq2seq.training.stopping import StopSignal, agree_to_stop
 
@@ -131,18 +138,27 @@ def train(cfg: DictConfig) -> dict[str, Any]:
     rt = setup_runtime(t.device, t.precision, t.threads, t.seed, is_recurrent(cfg.model))
     run_dir = Path(cfg.run_dir)
     try:
+        start = read_start(cfg)  # trainer.init_from: fine-tuning (training/finetune.py)
+        resume = find_resume_checkpoint(t.resume, run_dir, Path(cfg.runs_root), cfg.data.name,
+                                        cfg.model.name)
+        # a fine-tuning run, new or resumed, encodes with the tokenizer of a checkpoint
+        kept = start if start is not None else resumed_finetuning(resume)
+        if kept is not None:
+            cfg = with_start_tokenizer(cfg, kept, verbose=rt.is_main)
         if rt.is_main:
             print(f"run folder: {run_dir}")
             run_dir.mkdir(parents=True, exist_ok=True)
             (run_dir / "config.yaml").write_text(OmegaConf.to_yaml(cfg, resolve=True))
-        data = prepare_on_every_rank(cfg, rt)
+        data = prepare_on_every_rank(cfg, rt, kept.tokenizer if kept is not None else None)
         if rt.is_main:
             data.tokenizer.save(run_dir / "tokenizer")
+            if start is not None:
+                print(coverage_line(data.tokenizer, data.splits["train"], start.path))
         parts = build_parts(cfg, rt, data, run_dir)
+        if start is not None:
+            load_start_weights(parts, start)
         if rt.is_main:
             print(f"device {rt.device}, precision {rt.precision}, processes {rt.world_size}")
-        resume = find_resume_checkpoint(t.resume, run_dir, Path(cfg.runs_root), cfg.data.name,
-                                        cfg.model.name)
         progress = parts.checkpointer.restore(resume) if resume is not None else Progress()
         outcome = run(parts, progress)
         epoch_length = max(len(parts.batches.epoch_batches(progress.epoch)), 1)

@@ -28,6 +28,7 @@ from seq2seq.evaluation.metrics import bleu_tokenize_for
 from seq2seq.models import build_model
 from seq2seq.models.base import count_parameters
 from seq2seq.runtime import Runtime, dropout_seed, seed_everything
+from seq2seq.tokenization import Tokenizer
 from seq2seq.training.batches import TrainBatches
 from seq2seq.training.bf16 import BF16Compute, computes_in_bf16
 from seq2seq.training.ema import EMA
@@ -69,11 +70,14 @@ class TrainingParts:
             self.writer.close()
 
 
-def prepare_on_every_rank(cfg: DictConfig, rt: Runtime) -> PreparedData:
-    """Rank 0 builds the corpus and tokenizer caches first; the others then read them."""
+def prepare_on_every_rank(
+    cfg: DictConfig, rt: Runtime, tokenizer: Tokenizer | None = None
+) -> PreparedData:
+    """Rank 0 builds the corpus and tokenizer caches first; the others then read them.
+    `tokenizer`: the one to encode with (fine-tuning), none trained."""
     if rt.distributed and not rt.is_main:
         dist.barrier()
-    data = prepare_data(cfg.data, cfg.tokenizer, verbose=rt.is_main)
+    data = prepare_data(cfg.data, cfg.tokenizer, verbose=rt.is_main, tokenizer=tokenizer)
     if rt.distributed and rt.is_main:
         dist.barrier()
     return data
