@@ -13,7 +13,7 @@ from seq2seq.errors import UserError
 from seq2seq.runtime import setup_runtime
 from seq2seq.tokenization import Tokenizer
 from seq2seq.training.setup import build_parts
-from tests.tiny import tiny_config
+from tests.tiny import needs_eflomal, tiny_config
 
 
 def src_text(tok: Tokenizer, ids: list[int]) -> str:
@@ -94,6 +94,7 @@ def test_a_spread_subset_samples_the_whole_split_evenly() -> None:
         ["s0", "s5", "s7"], ["t0", "t5", "t7"], [[0], [5], [7]], [[0, 0], [5, 5], [7, 7]])
 
 
+@needs_eflomal
 def test_validation_scores_the_same_spread_subset_with_its_own_links(tmp_path: Path) -> None:
     """eval_max_sentences: loss, BLEU and AER on N pairs spread over the split (a corpus that
     lists its sources one after another is sampled across all of them), each with its links."""

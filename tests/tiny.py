@@ -2,15 +2,23 @@
 
 from __future__ import annotations
 
+import importlib.util
 import random
 from pathlib import Path
 
+import pytest
 from hydra import compose, initialize_config_dir
 from omegaconf import DictConfig
 
 from seq2seq.config import register_configs
 
 CONFIG_DIR = Path(__file__).resolve().parents[1] / "configs"
+
+# The reference word alignments (and so every AER, and the attention layer chosen on validation)
+# come from eflomal, the align extra; without it a run reports the AER as unavailable.
+HAS_EFLOMAL = importlib.util.find_spec("eflomal") is not None
+needs_eflomal = pytest.mark.skipif(not HAS_EFLOMAL, reason="needs the align extra (eflomal) "
+                                   "for reference word alignments")
 
 NAMES = ["Jane", "Anna", "Peter", "Maria", "Tom", "Lisa", "Paul", "Eva"]
 PLACES = [("Laden", "store"), ("Park", "park"), ("Garten", "garden"), ("Zoo", "zoo"),
