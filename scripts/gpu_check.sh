@@ -22,6 +22,12 @@
 #   VARIANTS="vanilla bahdanau luong transformer"
 #   EXTRA="" (overrides for every training, e.g. the CPU rehearsal's trainer.threads=1)
 #   BENCH_LIMIT=150 COMPARE_LIMIT=COMPARE_SECONDS+240 (the stages' limits in seconds)
+#   DEADLINE=520 (seconds from the start by which the figures stage begins: the device call's
+#   timeout_s=560 less the figures' time; every stage's limit is cut to what is left, and a
+#   stage with under 10 s left is not run but named as failed, so a rerun names it)
+#   DECODE_RESERVE=150 (of what is left to the comparison, the seconds kept for its setup and
+#   test decoding: its training gets the rest, at most COMPARE_SECONDS, and it is not run with
+#   under 30 s of training left)
 #   STAGES="tests benchmark compare" (a rerun after a call that stopped early names the rest)
 # Each stage has its own time limit, so one that hangs cannot take the others' time; the exit
 # status is 1 when any stage failed, and the figures of the others are still collected.
@@ -35,6 +41,8 @@ WHEELS="${WHEELS:-wheelhouse/cp312-h200}"
 DOCS="${DOCS:-data/export/docs_de_en}"
 DING="${DING:-data/export/ding_de_en}"
 COMPARE_SECONDS="${COMPARE_SECONDS:-210}"
+DEADLINE="${DEADLINE:-520}"
+DECODE_RESERVE="${DECODE_RESERVE:-150}"
 JOBS="${JOBS:-4}"
 BENCH_STEPS="${BENCH_STEPS:-20}"
 BENCH_REPEATS="${BENCH_REPEATS:-2}"
@@ -46,9 +54,18 @@ PY=.venv/bin/python
 logs="$dir/logs"
 failed=()
 stage() { printf '\n===== [%s] %s\n' "$(date +%H:%M:%S)" "$*"; }
-run_stage() {  # run_stage NAME SECONDS COMMAND...: the command's output to logs/NAME.log
-    local name=$1 seconds=$2
+not_run() {  # not_run NAME WHY: a stage the deadline left no time for
+    failed+=("$1")
+    echo "$1: not run, $2" | tee "$logs/$1.log"
+}
+run_stage() {  # run_stage NAME SECONDS COMMAND...: the command's output to logs/NAME.log,
+    local name=$1 seconds=$2 left=$((DEADLINE - SECONDS))  # within the deadline
     shift 2
+    if ((left < 10)); then
+        not_run "$name" "${DEADLINE}s deadline reached at ${SECONDS}s"
+        return
+    fi
+    ((seconds > left)) && seconds=$left
     if ! timeout --signal=TERM --kill-after=20 "$seconds" "$@" > "$logs/$name.log" 2>&1; then
         failed+=("$name")
         tail -n 15 "$logs/$name.log"
@@ -116,12 +133,18 @@ run_stage benchmark "${BENCH_LIMIT:-150}" "$PY" scripts/benchmark.py --preset iw
 fi
 
 if [[ "$STAGES" == *" compare "* ]]; then
-stage "3/4 docs_de_en at GPU compute: ${COMPARE_SECONDS}s each, $JOBS at once"
-run_stage compare "${COMPARE_LIMIT:-$((COMPARE_SECONDS + 240))}" "$PY" -m seq2seq.compare \
-    compare.recipe=docs_de_en_gpu "compare.max_time=$COMPARE_SECONDS" "compare.jobs=$JOBS" \
+train=$((DEADLINE - SECONDS - DECODE_RESERVE))  # what the deadline leaves to training
+((train > COMPARE_SECONDS)) && train=$COMPARE_SECONDS
+stage "3/4 docs_de_en at GPU compute: ${train}s each, $JOBS at once"
+if ((train < 30)); then
+    not_run compare "${train}s of training left before the ${DEADLINE}s deadline"
+else
+run_stage compare "${COMPARE_LIMIT:-$((train + 240))}" "$PY" -m seq2seq.compare \
+    compare.recipe=docs_de_en_gpu "compare.max_time=$train" "compare.jobs=$JOBS" \
     "compare.variants=[$(IFS=,; echo "${variants[*]}")]" "compare.out_dir=$dir/compare" \
     "runs_root=$dir/runs" "data.export_dir=$(realpath "$DOCS")" "trainer.device=$DEVICE" \
     "${extra[@]}"
+fi
 fi
 
 stage "4/4 the figures"

@@ -66,7 +66,7 @@ unshare -rn env -i PATH="/usr/bin:/bin" HOME="$work" bash -c '
     cd "$1/clone"
     PYTHON="$0" WHEELS="wheelhouse/$2-h200" DEVICE=cpu COMPARE_SECONDS=45 JOBS=2 \
         BENCH_STEPS=2 BENCH_REPEATS=1 BENCH_ARGS="--decode-sentences 8" BENCH_LIMIT=900 \
-        COMPARE_LIMIT=1800 \
+        COMPARE_LIMIT=1800 DEADLINE=3600 \
         VARIANTS="vanilla bahdanau luong transformer" \
         EXTRA="trainer.threads=1 trainer.precision=auto trainer.eval_every=5 \
                trainer.eval_max_sentences=20 decoding.max_len_a=0.5 decoding.max_len_b=5" \

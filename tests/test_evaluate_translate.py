@@ -86,6 +86,7 @@ def test_evaluate_reproduces_the_test_bleu_of_training(run: Path) -> None:
     assert f"chrF {trained['chrf']:.2f}  {trained['chrf_signature']}" in stdout
     assert "files-test" in stdout
     assert ("attention vs word alignments: AER" in stdout) == HAS_EFLOMAL
+    assert (metrics["alignment"] is None) == (not HAS_EFLOMAL)
     assert same_figures(metrics["alignment"], trained["alignment"])  # same links and attention
 
 

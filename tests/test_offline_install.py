@@ -1,11 +1,13 @@
 """The offline install's parts that run without a registry: the torch floor's one-line refusal,
 the wheelhouse's requirement set, and the H200's list of what it has against the project's
-dependency tree (read from the distributions installed here)."""
+dependency tree (read from the distributions installed here); the device check's deadline."""
 
 from __future__ import annotations
 
 import importlib.metadata
 import importlib.util
+import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -104,3 +106,20 @@ def test_the_h200_wheelhouse_carries_what_that_machine_lacks_and_one_compiled_wh
     assert set(tree) - travels <= has
     compiled = {name for name in travels if not all(t.endswith("-none-any") for t in tags[name])}
     assert compiled == {"rapidfuzz"}
+
+
+def test_the_device_check_names_the_stages_its_deadline_left_no_time_for(tmp_path: Path) -> None:
+    """scripts/gpu_check.sh within DEADLINE: a stage with no time left is not started but named
+    as failed (a rerun names it in STAGES), and the figures stage still writes its record."""
+    if not (ROOT / ".venv/bin/python").is_file():
+        pytest.skip("gpu_check.sh runs .venv's interpreter, and there is no .venv here")
+    env = {**os.environ, "DEVICE": "cpu", "DEADLINE": "5", "STAGES": "tests compare"}
+    proc = subprocess.run(["bash", str(ROOT / "scripts/gpu_check.sh"), str(tmp_path / "out")],
+                          env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    summary = json.loads((tmp_path / "out/gpu_check.json").read_text())
+    assert summary["failed_stages"] == ["collect", "pytest_gpu", "compare"]
+    assert summary["environment"] is not None  # the environment stage ran before the deadline
+    assert "collect: not run, 5s deadline reached" in proc.stdout
+    assert "compare: not run, " in proc.stdout
+    assert "FAILED: collect pytest_gpu compare" in proc.stderr
