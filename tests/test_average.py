@@ -123,6 +123,7 @@ def test_too_few_periodic_checkpoints_are_refused(run: Path) -> None:
         average_run(run, last=4)
 
 
+@pytest.mark.slow  # 3 s on the 2-vCPU machine: the second tier keeps the fast one under 4 minutes
 def test_the_averaging_script_scores_what_training_validated(run: Path, tmp_path: Path) -> None:
     """scripts/measurements/average_against_ema.py: its first row, the newest checkpoint's EMA,
     repeats the run's own last validation; every candidate it names is scored."""

@@ -134,6 +134,7 @@ def test_a_member_of_another_tokenizer_is_refused_in_one_line(runs: dict[str, Pa
     assert str(runs["other"]) in stderr and str(runs["a"]) in stderr
 
 
+@pytest.mark.slow  # 7 s on the 2-vCPU machine: the second tier keeps the fast one under 4 minutes
 def test_evaluate_and_translate_take_a_list_of_checkpoints(
     runs: dict[str, Path], tmp_path: Path
 ) -> None:

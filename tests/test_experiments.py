@@ -132,6 +132,7 @@ def test_the_benchmark_gives_luong_the_sizes_and_training_of_each_rnn_recipe() -
             assert luong.model[key] == bahdanau.model[key], (preset, key)
 
 
+@pytest.mark.slow  # 4 s on the 2-vCPU machine: the second tier keeps the fast one under 4 minutes
 def test_an_iwslt_run_without_network_says_how_to_fetch_the_data(tmp_path: Path) -> None:
     env = {
         **os.environ,

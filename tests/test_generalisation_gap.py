@@ -23,6 +23,7 @@ from tests.tiny import tiny_config
 ROOT = Path(__file__).resolve().parents[1]
 
 
+@pytest.mark.slow  # 5 s on the 2-vCPU machine: the second tier keeps the fast one under 4 minutes
 def test_the_gap_scores_the_best_checkpoint_as_validation_did(tmp_path: Path) -> None:
     train(tiny_config(tmp_path, "trainer.max_steps=10", "trainer.eval_every=5",
                       "trainer.final_test=false", "trainer.eval_max_sentences=7"))

@@ -19,6 +19,7 @@ from tests.tiny import tiny_config
 ROOT = Path(__file__).resolve().parents[1]
 
 
+@pytest.mark.slow  # 3 s on the 2-vCPU machine: the second tier keeps the fast one under 4 minutes
 def test_the_loss_per_sentence_is_the_loss_over_the_pieces_validation_scored(
     tmp_path: Path,
 ) -> None:

@@ -6,6 +6,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.tiny import corpus_overrides
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -16,6 +18,7 @@ def run_prepare(*overrides: str) -> subprocess.CompletedProcess[str]:
                           capture_output=True, text=True, timeout=120)
 
 
+@pytest.mark.slow  # 6 s on the 2-vCPU machine: the second tier keeps the fast one under 4 minutes
 def test_prepare_prints_statistics_and_reuses_its_caches(tmp_path: Path) -> None:
     overrides = [*corpus_overrides(tmp_path / "data"), "hydra.run.dir=" + str(tmp_path / "h")]
     first = run_prepare(*overrides)

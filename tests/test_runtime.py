@@ -34,6 +34,7 @@ print(applied, before - rss_mib())
 """
 
 
+@pytest.mark.slow  # 3 s on the 2-vCPU machine: the second tier keeps the fast one under 4 minutes
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc malloc settings")
 def test_freed_blocks_stay_in_the_process_for_reuse() -> None:
     def released(mode: str) -> tuple[str, float]:
@@ -64,6 +65,7 @@ print(rt.precision, before - rss_mib())
 """
 
 
+@pytest.mark.slow  # 3 s on the 2-vCPU machine: the second tier keeps the fast one under 4 minutes
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc malloc settings")
 def test_setup_runtime_keeps_freed_blocks_in_fp32_only() -> None:
     """The kept heap serves fp32's next step; in bf16 it only grows, so glibc's defaults stay."""
@@ -125,6 +127,7 @@ print(kib, __import__("os").environ["ONEDNN_PRIMITIVE_CACHE_CAPACITY"])
 """
 
 
+@pytest.mark.slow  # 5 s on the 2-vCPU machine: the second tier keeps the fast one under 4 minutes
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/self/smaps")
 def test_onednn_keeps_few_primitives_unless_the_user_sets_it() -> None:
     """setup_runtime on a CPU caps oneDNN's primitive cache, which otherwise keeps the JIT

@@ -124,6 +124,7 @@ def weights(path: Path) -> dict[str, torch.Tensor]:
     return {**ckpt["model"], **trained}
 
 
+@pytest.mark.slow  # 16 s on the 2-vCPU machine: the second tier keeps the fast one under 4 minutes
 def test_resume_after_sigterm_is_exact(tmp_path: Path) -> None:
     """N steps straight == (SIGTERM at some step k) + resume to N: same weights (trained and
     averaged), same losses; the resumed run samples the same subword segmentations."""
