@@ -61,11 +61,10 @@ ding = {}
 for name in ("ding_scratch", "ding_scratch_16k", "ding_from_docs"):
     m = metrics(name)
     best = max(m["history"], key=lambda row: row["valid_bleu"])
-    aer = {key: best.get(key) for key in ("valid_aer", "valid_aer_diagonal")}
     ding[name] = {"steps": m["steps"], "parameters": m["parameters"],
                   "valid_bleu_by_step": {row["step"]: row["valid_bleu"] for row in m["history"]},
                   "best_valid_bleu": best["valid_bleu"], "best_valid_loss": best["valid_loss"],
-                  "best_valid_aer": aer["valid_aer"], "diagonal_aer": aer["valid_aer_diagonal"],
+                  "best_valid_aer": best.get("valid_aer"), "diagonal_aer": best.get("valid_aer_diagonal"),
                   "test_bleu": m["test"]["bleu"], "test_chrf": m["test"]["chrf"]}
 docs = {name: metrics(f"docs_valid_of_{name}")["history"][0]
         for name in ("docs_bahdanau", "ding_from_docs")}
