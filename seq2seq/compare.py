@@ -24,7 +24,7 @@ from omegaconf import DictConfig
 
 from seq2seq.config import register_configs
 from seq2seq.corpus import documents_of, encode_split
-from seq2seq.data import load_corpus
+from seq2seq.data import data_root, load_corpus
 from seq2seq.decoding import DecodeSettings, decode_settings
 from seq2seq.errors import UserError, exit_on_user_error
 from seq2seq.evaluation.aer import probe_alignment
@@ -39,8 +39,10 @@ from seq2seq.evaluation.metrics import (
 from seq2seq.inference import load_for_inference
 from seq2seq.tokenization import EOS_ID
 from seq2seq.visualization import (
+    CJK_LANGUAGES,
     bleu_bars,
     bleu_curves,
+    ensure_cjk_font,
     figure_to_png,
     length_plot,
     side_by_side,
@@ -118,6 +120,8 @@ def study_variant(variant: str, run_dir: Path, metrics: dict[str, Any]) -> dict[
     loaded = load_for_inference(run_dir / "checkpoints" / "best.pt", "cpu")
     cfg = loaded.config
     corpus = load_corpus(cfg.data)
+    if {cfg.data.src_lang, cfg.data.tgt_lang} & set(CJK_LANGUAGES):  # the probe's labels
+        ensure_cjk_font(data_root(cfg.data.root) / "raw")
     test = encode_split(loaded.tokenizer, corpus["test"]["src"], corpus["test"]["tgt"],
                         cfg.tokenizer.max_src_len, cfg.tokenizer.max_tgt_len,
                         documents=documents_of(corpus["test"]))

@@ -19,6 +19,7 @@ from seq2seq.data import clean_corpus, data_root, load_corpus, load_source
 from seq2seq.data.export import corpus_fingerprint, write_export
 from seq2seq.errors import UserError
 from seq2seq.tokenization import Tokenizer, build_tokenizer
+from seq2seq.visualization import CJK_LANGUAGES, ensure_cjk_font
 
 SPLITS = ("train", "validation", "test")
 
@@ -221,6 +222,8 @@ def prepare_data(
     """
     corpus = load_corpus(data)
     root = data_root(data.root)
+    if {data.src_lang, data.tgt_lang} & set(CJK_LANGUAGES):  # heatmap labels need the glyphs
+        ensure_cjk_font(root / "raw")
     if tokenizer is None:
         tokenizer = build_tokenizer(
             corpus, root / "tokenizers" / data.name, type=tok.type, vocab_size=tok.vocab_size,

@@ -5,7 +5,9 @@ TensorBoard (`SummaryWriter.add_figure`) or writes it with `figure_to_png`. Figu
 without pyplot's global figure registry, so a training loop can make thousands of them.
 Labels use DejaVu Sans, which covers Latin text and the sentencepiece marker "▁"; Korean and
 other CJK labels fall back, glyph by glyph, to a CJK font where one is installed (Noto Sans CJK,
-Nanum Gothic), and otherwise draw as boxes with matplotlib's missing-glyph warning.
+Nanum Gothic). A run on a Chinese, Japanese or Korean corpus calls `ensure_cjk_font`, which
+fetches Debian's fonts-nanum the way the corpus packages are fetched (`apt-get download`, no
+root) when no such font is installed, or says in one line that Hangul will draw as boxes.
 """
 
 from __future__ import annotations
@@ -22,12 +24,20 @@ from matplotlib import font_manager, rcParams
 from matplotlib import pyplot as plt
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
+from matplotlib.ft2font import FT2Font
 from matplotlib.image import AxesImage
 from matplotlib.textpath import TextToPath
 from torch import Tensor
 
+from seq2seq.data.docs.packages import Fetch, apt_get_download, obtain_packages, unpack
+from seq2seq.errors import UserError
+
 CJK_FALLBACKS = ("Noto Sans CJK KR", "Noto Sans KR", "NanumGothic", "Noto Sans CJK JP")
+CJK_LANGUAGES = ("ko", "ja", "zh")
+FONT_PACKAGE = "fonts-nanum"  # Debian's Korean fonts (NanumGothic), Architecture: all
+FONT_FILE = "usr/share/fonts/truetype/nanum/NanumGothic.ttf"
 _INSTALLED = {font.name for font in font_manager.fontManager.ttflist}
+# the label fonts in order; ensure_cjk_font appends to this list in place
 FONT = ["DejaVu Sans", *(name for name in CJK_FALLBACKS if name in _INSTALLED)]
 CMAP = "viridis"
 CELL_INCHES = 0.32  # size of one attention cell
@@ -37,6 +47,42 @@ SUPTITLE_ROOM = 0.9  # the share of the figure's width a line of its title may t
 AXES_TITLE_ROOM = 0.7  # the same for an axis's title (the axis sits off centre, beside its labels)
 
 Matrix = Tensor | np.ndarray
+
+
+def font_file_with(character: str) -> Path | None:
+    """The file of the first label font (FONT) that has a glyph for `character`, or None when
+    every one would draw it as the missing-glyph box."""
+    for name in FONT:
+        path = Path(font_manager.findfont(font_manager.FontProperties(family=name),
+                                          fallback_to_default=False))
+        if FT2Font(str(path)).get_char_index(ord(character)) != 0:
+            return path
+    return None
+
+
+def ensure_cjk_font(raw_dir: Path, fetch: Fetch = apt_get_download) -> Path | None:
+    """Make the heatmaps draw Hangul: use an installed CJK font, else fetch and unpack Debian's
+    fonts-nanum into `raw_dir` (reused later) and register NanumGothic.
+
+    Returns:
+        The font file that draws Hangul, or None (after one line saying the labels will draw
+        as boxes) when none is installed and the package cannot be fetched.
+    """
+    found = font_file_with("한")
+    if found is not None:
+        return found
+    try:
+        packages, _ = obtain_packages([FONT_PACKAGE], raw_dir, fetch=fetch, allow_missing=False)
+        path = unpack(packages[FONT_PACKAGE], raw_dir) / FONT_FILE
+        font_manager.fontManager.addfont(str(path))
+    except (UserError, OSError, RuntimeError) as err:
+        print(f"no CJK font: Korean heatmap labels draw as boxes (apt-get install "
+              f"{FONT_PACKAGE} or fonts-noto-cjk); {str(err).splitlines()[0]}")
+        return None
+    name = font_manager.FontProperties(fname=str(path)).get_name()
+    if name not in FONT:
+        FONT.append(name)
+    return path
 
 
 def _to_numpy(attn: Matrix) -> np.ndarray:

@@ -152,7 +152,7 @@ def test_mo_reader_in_either_byte_order(tmp_path: Path, order: str) -> None:
 
 
 def test_mo_catalogs_strip_context_and_marks(tmp_path: Path) -> None:
-    write_mo(tmp_path / CATALOG_DIR / "sw.mo", MO_ENTRIES)
+    write_mo(tmp_path / CATALOG_DIR.format(lang="de") / "sw.mo", MO_ENTRIES)
     assert list(align_catalogs(tmp_path, "libreoffice-l10n")) == [
         Segment("Möchten Sie Ihre Änderungen speichern?", "Do you want to save your changes?",
                 "libreoffice-l10n/sw/STR_PROMPT"),
@@ -438,7 +438,7 @@ def test_build_caches_the_corpus_with_a_manifest(tmp_path: Path, capsys) -> None
     assert fake.calls == [["libreoffice-help-en-us", "libreoffice-help-de", "debian-faq",
                            "debian-faq-de"]]
     # the boilerplate's German side occurs in train, so its validation and test copies left
-    texts = {split: [s.de for s in rows] for split, rows in corpus.splits.items()}
+    texts = {split: [s.translation for s in rows] for split, rows in corpus.splits.items()}
     boilerplate = "Bitte unterstützen Sie uns mit einer Spende."
     assert [split for split, rows in texts.items() if boilerplate in rows] == ["train"]
     assert "Fußnoten stehen am Ende jeder Seite. (test)" in texts["test"]
@@ -468,7 +468,7 @@ def test_build_caches_the_corpus_with_a_manifest(tmp_path: Path, capsys) -> None
     assert "reusing" in capsys.readouterr().out
     assert len(fake.calls) == 1  # nothing fetched the second time
     assert again["test"]["src"] == [s.en for s in corpus.splits["test"]]
-    assert again["test"]["tgt"] == [s.de for s in corpus.splits["test"]]
+    assert again["test"]["tgt"] == [s.translation for s in corpus.splits["test"]]
 
 
 @needs_dpkg
@@ -507,9 +507,14 @@ def test_bad_sources_and_direction(tmp_path: Path) -> None:
         build_docs(tmp_path, ["no-such-source"])
     with pytest.raises(UserError, match="choose one or more"):
         build_docs(tmp_path, [])
-    with pytest.raises(UserError, match="de and en"):
+    with pytest.raises(UserError, match="must be en and one of them"):
         load_docs(root=tmp_path, src_lang="de", tgt_lang="fr", sources=["manpages"],
                   allow_missing=False)
+    with pytest.raises(UserError, match="must be en and one of them"):
+        load_docs(root=tmp_path, src_lang="en", tgt_lang="fr", sources=["manpages"],
+                  allow_missing=False)
+    with pytest.raises(UserError, match=r"manpages.*choose one or more of .*debian-faq.* \(Korean\)"):
+        build_docs(tmp_path, ["manpages"], lang="ko")  # a German source asked for Korean
 
 
 def test_name_familys_docstring_examples_are_what_it_gives() -> None:

@@ -1,9 +1,10 @@
 """Build the documentation corpus once, keep it under `<data root>/docs/`, and reuse it.
 
-The cache folder is `docs/v<extraction version>-<key>/`, where the key hashes the chosen
-sources and each package's name, version and .deb sha256: a security update that replaces a
-package, or another choice of sources, gives a new folder. It holds `corpus.json` (the split
-pairs, German first, with their document and family) and `manifest.json` (the packages, what
+The cache folder is `docs/v<extraction version>-<key>/` (German) or `docs/ko-v<...>-<key>/`
+(Korean), where the key hashes the chosen sources and each package's name, version and .deb
+sha256: a security update that replaces a package, or another choice of sources, gives a new
+folder. It holds `corpus.json` (the split pairs, the translation first, with their document
+and family) and `manifest.json` (the packages, what
 each source contributed, the families, the split rule, the held-out twins removed and counts).
 """
 
@@ -30,7 +31,7 @@ from seq2seq.data.docs.filters import (
 )
 from seq2seq.data.docs.packages import Fetch, Package, apt_get_download, obtain_packages, unpack
 from seq2seq.data.docs.segments import PageCounts, Segment, normalize_space
-from seq2seq.data.docs.sources import SOURCES
+from seq2seq.data.docs.sources import LANGUAGE_NAMES, LANGUAGES
 from seq2seq.data.leakage import NEAR_SIMILARITY
 from seq2seq.errors import UserError
 
@@ -40,10 +41,10 @@ LONG_WORDS = 30  # held-out pairs with more words than this on a side are counte
 
 @dataclass
 class DocsCorpus:
-    """The built corpus, German first, before a direction is chosen.
+    """The built corpus, the translation first, before a direction is chosen.
 
     Attributes:
-        splits: train/validation/test -> segments (de, en, document) in build order.
+        splits: train/validation/test -> segments (translation, en, document) in build order.
         manifest: what `manifest.json` holds.
         folder: the cache folder.
     """
@@ -57,6 +58,7 @@ def build_docs(
     root: Path,
     sources: Sequence[str],
     *,
+    lang: str = "de",
     allow_missing: bool = False,
     fetch: Fetch = apt_get_download,
 ) -> DocsCorpus:
@@ -64,8 +66,9 @@ def build_docs(
 
     Args:
         root: the data root; packages go to `<root>/raw`, the corpus to `<root>/docs`.
-        sources: names from SOURCES, in the order their pairs are taken (a pair that two
-            sources share counts for the first).
+        sources: names from the language's sources (sources.LANGUAGES), in the order their
+            pairs are taken (a pair that two sources share counts for the first).
+        lang: the translated language, `de` or `ko` (the other side is English).
         allow_missing: build from the sources whose packages are all at hand when some
             package cannot be fetched (they are listed in the manifest); else fail.
         fetch: downloads .deb files into a folder (tests pass a fake).
@@ -74,14 +77,18 @@ def build_docs(
         UserError: an unknown source name, a package that cannot be fetched (unless
             `allow_missing`), or nothing left to build from.
     """
-    unknown = [name for name in sources if name not in SOURCES]
+    if lang not in LANGUAGES:
+        raise UserError(f"the documentation corpus pairs English with "
+                        f"{' or '.join(LANGUAGES)}, not {lang!r}")
+    known = LANGUAGES[lang]
+    unknown = [name for name in sources if name not in known]
     if unknown or not sources:
         raise UserError(f"data.docs_sources={list(sources)}: choose one or more of "
-                        f"{', '.join(SOURCES)}")
-    names = list(dict.fromkeys(p for name in sources for p in SOURCES[name].packages))
+                        f"{', '.join(known)} ({LANGUAGE_NAMES[lang]})")
+    names = list(dict.fromkeys(p for name in sources for p in known[name].packages))
     raw_dir = root / "raw"
     packages, missing = obtain_packages(names, raw_dir, fetch=fetch, allow_missing=allow_missing)
-    usable = [name for name in sources if set(SOURCES[name].packages) <= packages.keys()]
+    usable = [name for name in sources if set(known[name].packages) <= packages.keys()]
     if missing:
         left_out = [name for name in sources if name not in usable]
         print(f"building without the missing package(s) {', '.join(missing)} "
@@ -89,11 +96,12 @@ def build_docs(
     if not usable:
         raise UserError(f"no source of data.docs_sources={list(sources)} has all its packages; "
                         "fetch them (see above) and run again")
-    used = [packages[p] for p in dict.fromkeys(p for n in usable for p in SOURCES[n].packages)]
+    used = [packages[p] for p in dict.fromkeys(p for n in usable for p in known[n].packages)]
     key = hashlib.sha256(json.dumps(
         [EXTRACTION_VERSION, usable, [[p.name, p.version, p.sha256] for p in used]]
     ).encode("utf-8")).hexdigest()
-    folder = root / "docs" / f"v{EXTRACTION_VERSION}-{key[:16]}"
+    prefix = "" if lang == "de" else f"{lang}-"  # the German caches keep their names
+    folder = root / "docs" / f"{prefix}v{EXTRACTION_VERSION}-{key[:16]}"
     if (folder / "manifest.json").is_file() and (folder / "corpus.json").is_file():
         stored = json.loads((folder / "corpus.json").read_text(encoding="utf-8"))
         corpus = DocsCorpus(
@@ -104,14 +112,19 @@ def build_docs(
         print(f"documentation corpus: reusing {folder}")
     else:
         started = time.monotonic()
-        corpus = _build(usable, used, missing, raw_dir, folder)
+        corpus = _build(usable, used, missing, raw_dir, folder, lang)
         print(f"documentation corpus: built {folder} in {time.monotonic() - started:.0f} s")
-    _print_counts(corpus.manifest)
+    _print_counts(corpus.manifest, lang)
     return corpus
 
 
 def _build(
-    sources: list[str], packages: list[Package], missing: list[str], raw_dir: Path, folder: Path
+    sources: list[str],
+    packages: list[Package],
+    missing: list[str],
+    raw_dir: Path,
+    folder: Path,
+    lang: str,
 ) -> DocsCorpus:
     by_name = {package.name: package for package in packages}
     seen: set[tuple[str, str]] = set()
@@ -119,14 +132,14 @@ def _build(
     kept_by_source: dict[str, list[Segment]] = {}
     reports: dict[str, dict[str, Any]] = {}
     for name in sources:
-        source = SOURCES[name]
+        source = LANGUAGES[lang][name]
         roots = {p: unpack(by_name[p], raw_dir) for p in source.packages}
         page_counts: list[PageCounts] = []
         segments = (
-            Segment(normalize_space(s.de), normalize_space(s.en), s.document)
+            Segment(normalize_space(s.translation), normalize_space(s.en), s.document)
             for s in source.align(roots, name, page_counts)
         )
-        kept_by_source[name], dropped = filter_segments(segments, seen, duplicates)
+        kept_by_source[name], dropped = filter_segments(segments, seen, duplicates, lang)
         reports[name] = {"packages": list(source.packages), "dropped": dropped}
         if page_counts:
             reports[name]["pages"] = page_counts[0]._asdict()
@@ -146,6 +159,7 @@ def _build(
         report["pairs"] = sum(report["splits"].values())
     manifest = {
         "extraction_version": EXTRACTION_VERSION,
+        "language": lang,
         "packages": [package.record() for package in packages],
         "missing_packages": missing,
         "sources": reports,
@@ -164,8 +178,10 @@ def _build(
         "removed_from_held_out": removed,
         "splits": {name: len(splits[name]) for name in SPLITS},
         f"held_out_over_{LONG_WORDS}_words": {
-            split: {lang: sum(len(getattr(s, lang).split()) > LONG_WORDS for s in splits[split])
-                    for lang in ("de", "en")}
+            split: {side: sum(len(text.split()) > LONG_WORDS
+                              for s in splits[split]
+                              for text in [s.translation if side == lang else s.en])
+                    for side in (lang, "en")}
             for split in ("validation", "test")
         },
     }
@@ -182,7 +198,7 @@ def _write_json(path: Path, content: object) -> None:
     os.replace(tmp, path)
 
 
-def _print_counts(manifest: dict[str, Any]) -> None:
+def _print_counts(manifest: dict[str, Any], lang: str) -> None:
     versions = ", ".join(f"{p['name']} {p['version']}" for p in manifest["packages"])
     print(f"  packages: {versions}")
     for name, report in manifest["sources"].items():
@@ -193,7 +209,7 @@ def _print_counts(manifest: dict[str, Any]) -> None:
     long_test = manifest[f"held_out_over_{LONG_WORDS}_words"]["test"]
     print(f"  all: {sum(totals.values()):,} pairs: "
           + ", ".join(f"{split} {totals[split]:,}" for split in SPLITS)
-          + f"; test pairs over {LONG_WORDS} words: {long_test['de']:,} German, "
+          + f"; test pairs over {LONG_WORDS} words: {long_test[lang]:,} {LANGUAGE_NAMES[lang]}, "
           f"{long_test['en']:,} English")
     families = manifest["families"]
     print(f"  families: {families['documents']:,} documents in {families['families']:,} "

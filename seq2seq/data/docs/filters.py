@@ -4,9 +4,14 @@ Filter, in this order, each pair counted under the first rule it fails:
 - empty: a side is empty after normalising whitespace;
 - identical: both sides are the same text;
 - short: the English side has fewer than 3 words;
-- ratio: the German side's character length over the English side's is above 2.5 or below 0.4;
-- untranslated: more than 60% of the German side's words occur in the English side;
-- duplicate: the same (German, English) pair came earlier (in any source).
+- ratio: the translated side's character length over the English side's is outside the
+  language's bounds (German 0.4 to 2.5; Korean, which writes a syllable per character, 0.15
+  to 1.2: its median is 0.5, against German's 1.1);
+- untranslated: more than 60% of the translated side's words occur in the English side, or,
+  for Korean, fewer than half of its letters are Hangul (the Korean LibreOffice help and
+  gimp-help fall back to the English text, sometimes behind a Korean word: "그림 Layers
+  dialog"; on Debian 12 the Korean sides' Hangul shares cluster at 0 and above 0.9);
+- duplicate: the same (translation, English) pair came earlier (in any source).
 Split: a pair goes where its family goes, by `md5(family) % 100` (documents, not lines,
 because documentation repeats its boilerplate). A family is a set of documents that share
 text, kept on one side of the split (`document_families`):
@@ -31,6 +36,7 @@ import hashlib
 import re
 from collections import defaultdict
 from collections.abc import Iterable
+from dataclasses import dataclass
 
 from seq2seq.data.docs.segments import Segment
 from seq2seq.data.leakage import RULES, PairTwins, normalise
@@ -38,8 +44,6 @@ from seq2seq.data.leakage import RULES, PairTwins, normalise
 SPLITS = ("train", "validation", "test")
 DROP_REASONS = ("empty", "identical", "short", "ratio", "untranslated", "duplicate")
 MIN_EN_WORDS = 3
-MAX_CHAR_RATIO = 2.5
-MIN_CHAR_RATIO = 0.4
 MAX_SHARED_WORDS = 0.6
 TEST_BUCKETS = 4  # md5 % 100 below this: test (about 4% of the documents)
 VALIDATION_BUCKETS = 3  # the next buckets: validation
@@ -48,29 +52,73 @@ AGGREGATOR_LINKS = 10  # a family sharing text with more families than this stay
 MAN_SOURCES = ("manpages", "program-manpages")
 L10N_SOURCE = "libreoffice-l10n"
 _WORD = re.compile(r"\w+")
+_LETTER = re.compile(r"[^\W\d_]")
+# Hangul syllables, jamo and compatibility jamo
+_HANGUL = re.compile(r"[\uac00-\ud7a3\u1100-\u11ff\u3130-\u318f]")
+
+
+@dataclass(frozen=True)
+class LanguageRules:
+    """The bounds of the filter that depend on the translated language.
+
+    Attributes:
+        min_char_ratio: the least translated-over-English character length ratio kept.
+        max_char_ratio: the largest kept.
+        min_hangul_share: the least share of the translated side's letters that are Hangul
+            (None: no script check).
+    """
+
+    min_char_ratio: float
+    max_char_ratio: float
+    min_hangul_share: float | None = None
+
+
+RULES_BY_LANGUAGE = {
+    "de": LanguageRules(0.4, 2.5),
+    "ko": LanguageRules(0.15, 1.2, min_hangul_share=0.5),
+}
 _TRAILING_DIGITS = re.compile(r"[\d_.-]+$")
 
 
-def shared_word_share(de: str, en: str) -> float:
-    """The share of the German side's words (lowercased `\\w+` runs) found in the English side."""
-    de_words = _WORD.findall(de.lower())
-    if not de_words:
+def shared_word_share(translation: str, en: str) -> float:
+    """The share of the translated side's words (lowercased `\\w+` runs) found in the English
+    side."""
+    words = _WORD.findall(translation.lower())
+    if not words:
         return 1.0
     en_words = set(_WORD.findall(en.lower()))
-    return sum(word in en_words for word in de_words) / len(de_words)
+    return sum(word in en_words for word in words) / len(words)
 
 
-def drop_reason(de: str, en: str) -> str | None:
-    """The first rule (all but duplicate) that a normalised pair fails, or None to keep it."""
-    if not de or not en:
+def hangul_share(text: str) -> float:
+    """The share of the letters of `text` (digits and punctuation aside) that are Hangul; 0.0
+    when it has no letter."""
+    letters = _LETTER.findall(text)
+    if not letters:
+        return 0.0
+    return sum(bool(_HANGUL.match(letter)) for letter in letters) / len(letters)
+
+
+def drop_reason(translation: str, en: str, lang: str = "de") -> str | None:
+    """The first rule (all but duplicate) that a normalised pair fails, or None to keep it.
+
+    Args:
+        translation: the translated side.
+        en: the English side.
+        lang: the translated language, a key of RULES_BY_LANGUAGE.
+    """
+    rules = RULES_BY_LANGUAGE[lang]
+    if not translation or not en:
         return "empty"
-    if de == en:
+    if translation == en:
         return "identical"
     if len(en.split()) < MIN_EN_WORDS:
         return "short"
-    if not MIN_CHAR_RATIO <= len(de) / len(en) <= MAX_CHAR_RATIO:
+    if not rules.min_char_ratio <= len(translation) / len(en) <= rules.max_char_ratio:
         return "ratio"
-    if shared_word_share(de, en) > MAX_SHARED_WORDS:
+    if shared_word_share(translation, en) > MAX_SHARED_WORDS or (
+        rules.min_hangul_share is not None and hangul_share(translation) < rules.min_hangul_share
+    ):
         return "untranslated"
     return None
 
@@ -79,14 +127,17 @@ def filter_segments(
     segments: Iterable[Segment],
     seen: set[tuple[str, str]],
     duplicates: list[Segment] | None = None,
+    lang: str = "de",
 ) -> tuple[list[Segment], dict[str, int]]:
     """Keep the segments that pass the filter and were not seen before.
 
     Args:
         segments: normalised segments of one source.
-        seen: the (de, en) pairs kept so far from every source; the kept pairs are added.
+        seen: the (translation, en) pairs kept so far from every source; the kept pairs are
+            added.
         duplicates: if given, the segments dropped as duplicates are appended: their
             documents share text with the first copy's (`document_families`).
+        lang: the translated language (RULES_BY_LANGUAGE).
 
     Returns:
         The kept segments in order, and the number dropped per reason (DROP_REASONS).
@@ -94,15 +145,15 @@ def filter_segments(
     kept = []
     dropped = dict.fromkeys(DROP_REASONS, 0)
     for segment in segments:
-        reason = drop_reason(segment.de, segment.en)
-        if reason is None and (segment.de, segment.en) in seen:
+        reason = drop_reason(segment.translation, segment.en, lang)
+        if reason is None and (segment.translation, segment.en) in seen:
             reason = "duplicate"
             if duplicates is not None:
                 duplicates.append(segment)
         if reason is None:
-            seen.add((segment.de, segment.en))
+            seen.add((segment.translation, segment.en))
             kept.append(segment)
-        elif reason != "empty" or segment.de or segment.en:
+        elif reason != "empty" or segment.translation or segment.en:
             dropped[reason] += 1  # blocks empty on both sides are structure, not pairs
     return kept, dropped
 
@@ -171,7 +222,7 @@ def document_families(segments: Iterable[Segment]) -> tuple[dict[str, str], set[
         source = segment.document.partition("/")[0]
         if source not in MAN_SOURCES:
             continue
-        for side, text in (("de", segment.de), ("en", segment.en)):
+        for side, text in (("translation", segment.translation), ("en", segment.en)):
             key = normalise(text)
             if key:
                 texts[(source, side, key)].add(family[segment.document])
@@ -208,13 +259,13 @@ def remove_train_twins(splits: dict[str, list[Segment]]) -> dict[str, dict[str, 
     Returns:
         held-out split -> rule (seq2seq.data.leakage.RULES) -> source -> pairs removed.
     """
-    twins = PairTwins([(s.de, s.en) for s in splits["train"]])
+    twins = PairTwins([(s.translation, s.en) for s in splits["train"]])
     removed: dict[str, dict[str, dict[str, int]]] = {}
     for name in ("validation", "test"):
         removed[name] = {rule: defaultdict(int) for rule in RULES}
         kept = []
         for segment in splits[name]:
-            rule = twins.rule((segment.de, segment.en))
+            rule = twins.rule((segment.translation, segment.en))
             if rule is None:
                 kept.append(segment)
             else:

@@ -1,4 +1,4 @@
-"""LibreOffice help pages (libreoffice-help-en-us, libreoffice-help-de), aligned by paragraph id.
+"""LibreOffice help pages (libreoffice-help-en-us, -de, -ko), aligned by paragraph id.
 
 Both packages hold the same HTML pages under `usr/share/libreoffice/help/<lang>/`. Every
 paragraph and heading carries the same id in both languages (`par_id…`, `hd_id…`), so a
@@ -87,28 +87,31 @@ def page_paragraphs(html: str) -> dict[ParagraphKey, str]:
     return parser.paragraphs
 
 
-def align_help(en_root: Path, de_root: Path, source: str) -> Iterator[Segment]:
-    """Join the English and German help pages on (relative path, paragraph id).
+def align_help(
+    en_root: Path, tr_root: Path, source: str, lang: str = "de"
+) -> Iterator[Segment]:
+    """Join the English help pages and their translation on (relative path, paragraph id).
 
     Args:
         en_root: the unpacked libreoffice-help-en-us (holding `usr/share/...`).
-        de_root: the unpacked libreoffice-help-de.
+        tr_root: the unpacked libreoffice-help-<lang> (libreoffice-help-de, -ko).
         source: the source name that starts each segment's document name.
+        lang: the translation's folder under the help folder (`de`, `ko`).
 
     Yields:
         One segment per paragraph present in both languages, pages in sorted path order and
         paragraphs in English page order; the document is `<source>/<relative path>`.
     """
     en_dir = en_root / HELP_DIR / "en-US"
-    de_dir = de_root / HELP_DIR / "de"
+    tr_dir = tr_root / HELP_DIR / lang
     for en_page in sorted(en_dir.rglob("*.html")):
         relative = en_page.relative_to(en_dir)
-        de_page = de_dir / relative
-        if not de_page.is_file():
+        tr_page = tr_dir / relative
+        if not tr_page.is_file():
             continue
         en = page_paragraphs(en_page.read_text(encoding="utf-8", errors="replace"))
-        de = page_paragraphs(de_page.read_text(encoding="utf-8", errors="replace"))
+        translated = page_paragraphs(tr_page.read_text(encoding="utf-8", errors="replace"))
         document = f"{source}/{relative.as_posix()}"
         for key, en_text in en.items():
-            if key in de:
-                yield Segment(de[key], en_text, document)
+            if key in translated:
+                yield Segment(translated[key], en_text, document)

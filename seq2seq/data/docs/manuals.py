@@ -4,7 +4,7 @@ Such a translation changes the text of each block and nothing else, so a transla
 the original's structure. A page is read as its sequence of block elements (`p`, headings,
 `li`, `dt`, `dd`, table cells, `pre`, `caption`, `title`; for Mallard pages also `desc` and
 `screen`); the text inside a nested block belongs to the nested one. Where the English and
-German page hold the same number of blocks, blocks pair by position; otherwise, where they
+translated page hold the same number of blocks, blocks pair by position; otherwise, where they
 hold the same number of sections (a section starts at a heading or `title`), the sections
 with equal block counts pair by position. `pre` and `screen` blocks count but are not used
 (code and program output); DocBook's navigation bars (`navheader`, `navfooter`) are skipped
@@ -88,37 +88,38 @@ def page_blocks(html: str) -> list[HtmlBlock]:
 
 @dataclass(frozen=True)
 class Manual:
-    """Where one manual keeps its English and German HTML pages.
+    """Where one manual keeps its English pages and their translation's.
 
     Attributes:
         en_package: the package holding the English pages.
-        de_package: the package holding the German pages (may equal en_package).
+        translation_package: the package holding the translated pages (may equal en_package).
         en_dir: the English pages' folder inside en_package.
-        de_dir: the German pages' folder inside de_package.
+        translation_dir: the translated pages' folder inside translation_package.
         en_suffix: the English pages' file-name ending, e.g. `.en.html` or `.html`.
-        de_suffix: the German pages' file-name ending.
+        translation_suffix: the translated pages' file-name ending.
         exclude: names of pages left out (without the ending), e.g. a glossary sorted in
             German order or a single-page copy of the whole book.
     """
 
     en_package: str
-    de_package: str
+    translation_package: str
     en_dir: str
-    de_dir: str
+    translation_dir: str
     en_suffix: str = ".html"
-    de_suffix: str = ".html"
+    translation_suffix: str = ".html"
     exclude: tuple[str, ...] = ()
 
     def pages(self, roots: dict[str, Path]) -> list[tuple[str, Path, Path]]:
-        """(page name, English page, German page) for every page present in both languages."""
+        """(page name, English page, translated page) for every page present in both
+        languages."""
         en_dir = roots[self.en_package] / self.en_dir
-        de_dir = roots[self.de_package] / self.de_dir
+        tr_dir = roots[self.translation_package] / self.translation_dir
         found = []
         for en_page in sorted(en_dir.glob(f"*{self.en_suffix}")):
             name = en_page.name.removesuffix(self.en_suffix)
-            de_page = de_dir / f"{name}{self.de_suffix}"
-            if name not in self.exclude and de_page.is_file():
-                found.append((name, en_page, de_page))
+            tr_page = tr_dir / f"{name}{self.translation_suffix}"
+            if name not in self.exclude and tr_page.is_file():
+                found.append((name, en_page, tr_page))
         return found
 
 
@@ -138,16 +139,16 @@ def align_manual(
     """
     pages = manual.pages(roots)
     whole = by_section = 0
-    for name, en_page, de_page in pages:
+    for name, en_page, tr_page in pages:
         pairs, paired_whole = pair_by_position(
             page_blocks(en_page.read_text(encoding="utf-8", errors="replace")),
-            page_blocks(de_page.read_text(encoding="utf-8", errors="replace")),
+            page_blocks(tr_page.read_text(encoding="utf-8", errors="replace")),
             lambda block: block.tag in HEADING_TAGS,
         )
         whole += paired_whole and bool(pairs)
         by_section += not paired_whole and bool(pairs)
-        for en, de in pairs:
-            if en.text is not None and de.text is not None:
-                yield Segment(de.text, en.text, f"{source}/{name}")
+        for en, translated in pairs:
+            if en.text is not None and translated.text is not None:
+                yield Segment(translated.text, en.text, f"{source}/{name}")
     if counts is not None:
         counts.append(PageCounts(len(pages), whole, by_section))

@@ -1,7 +1,7 @@
-"""LibreOffice's German interface catalogs (libreoffice-l10n-de): gettext `.mo` files.
+"""LibreOffice's interface catalogs (libreoffice-l10n-de, libreoffice-l10n-ko): gettext `.mo` files.
 
 A `.mo` catalog maps each original (`msgid`, here the English) to its translation (`msgstr`,
-the German). GNU format: a header of 32-bit integers (magic 0x950412de in the file's byte
+the German or Korean). GNU format: a header of 32-bit integers (magic 0x950412de in the file's byte
 order, revision, string count N, offset of the originals table, offset of the translations
 table), then two tables of N (length, offset) pairs pointing at the strings. An original may
 start with a context and `\\x04` (`optfltrpage|label1\\x04Settings`); a plural entry holds its
@@ -20,7 +20,7 @@ from pathlib import Path
 from seq2seq.data.docs.segments import Segment, normalize_space
 from seq2seq.errors import UserError
 
-CATALOG_DIR = Path("usr/lib/libreoffice/program/resource/de/LC_MESSAGES")
+CATALOG_DIR = "usr/lib/libreoffice/program/resource/{lang}/LC_MESSAGES"
 MAGIC = 0x950412DE
 ACCELERATOR = str.maketrans("", "", "~")
 ACCELERATOR_AND_MNEMONIC = str.maketrans("", "", "~_")
@@ -61,12 +61,13 @@ def _string(data: bytes, order: str, entry: int) -> str:
     return data[offset : offset + length].decode("utf-8")
 
 
-def align_catalogs(root: Path, source: str) -> Iterator[Segment]:
-    """Every translated entry of the German interface catalogs.
+def align_catalogs(root: Path, source: str, lang: str = "de") -> Iterator[Segment]:
+    """Every translated entry of one language's interface catalogs.
 
     Args:
-        root: the unpacked libreoffice-l10n-de (holding `usr/...`).
+        root: the unpacked libreoffice-l10n-<lang> (holding `usr/...`).
         source: the source name that starts each segment's document name.
+        lang: the catalogs' language folder (`de`, `ko`).
 
     Yields:
         One segment per entry with a non-empty msgid and msgstr, catalogs in sorted order.
@@ -74,7 +75,7 @@ def align_catalogs(root: Path, source: str) -> Iterator[Segment]:
         `optfltrpage|label1` names optfltrpage.ui); any other string is a document of its own,
         `<source>/<catalog>/<context>` (`STR_PROMPT`).
     """
-    for path in sorted((root / CATALOG_DIR).glob("*.mo")):
+    for path in sorted((root / CATALOG_DIR.format(lang=lang)).glob("*.mo")):
         for context, msgid, msgstr in read_mo(path):
             if not msgid or not msgstr:
                 continue

@@ -16,14 +16,14 @@ class Segment(NamedTuple):
     """One aligned pair of texts.
 
     Attributes:
-        de: the German text.
-        en: the English text.
+        translation: the translated text (German or Korean: `sources.LANGUAGES`).
+        en: the English text, the original.
         document: `<source>/<relative path>[/<part>]`.
         family: the documents that go to one split together, named by one of them (set by
             the build, `filters.document_families`); "" until then.
     """
 
-    de: str
+    translation: str
     en: str
     document: str
     family: str = ""
@@ -50,7 +50,7 @@ class PageCounts(NamedTuple):
 
 
 def pair_by_position(
-    en: Sequence[T], de: Sequence[T], is_heading: Callable[[T], bool]
+    en: Sequence[T], translated: Sequence[T], is_heading: Callable[[T], bool]
 ) -> tuple[list[tuple[T, T]], bool]:
     """Pair the blocks of a page and its translation by position.
 
@@ -59,12 +59,12 @@ def pair_by_position(
     by position, and each section pair whose block counts agree pairs up.
 
     Returns:
-        The (English, German) block pairs, and whether the whole page paired.
+        The (English, translated) block pairs, and whether the whole page paired.
     """
-    if len(en) == len(de):
-        return list(zip(en, de, strict=True)), True
+    if len(en) == len(translated):
+        return list(zip(en, translated, strict=True)), True
     en_sections = _sections(en, is_heading)
-    de_sections = _sections(de, is_heading)
+    de_sections = _sections(translated, is_heading)
     if len(en_sections) != len(de_sections):
         return [], False
     return [
