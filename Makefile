@@ -21,6 +21,7 @@ $(VENV)/.installed: pyproject.toml
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e '.[dev,serve,sweep]'
 	$(PY) -m pip install --quiet -e '.[align]' || echo "eflomal could not be built: the attention alignment metric (AER) will be reported as unavailable"
+	$(PY) -m pip install --quiet -e '.[ko]' || echo "mecab-ko could not be installed: Korean BLEU falls back from ko-mecab to 13a (and says so)"
 	touch $@
 
 train: $(VENV)/.installed  ## train the default model (bahdanau, Ding de->en); ARGS="model=transformer ..."

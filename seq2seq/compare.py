@@ -39,11 +39,10 @@ from seq2seq.evaluation.metrics import (
 from seq2seq.inference import load_for_inference
 from seq2seq.tokenization import EOS_ID
 from seq2seq.visualization import (
-    CJK_LANGUAGES,
     bleu_bars,
     bleu_curves,
-    ensure_cjk_font,
     figure_to_png,
+    fonts_for,
     length_plot,
     side_by_side,
 )
@@ -118,17 +117,15 @@ def tokens_per_second(run_dir: Path) -> float | None:
 def study_variant(variant: str, run_dir: Path, metrics: dict[str, Any]) -> dict[str, Any]:
     """Greedy test BLEU, length buckets and the probe of a trained variant's best checkpoint."""
     loaded = load_for_inference(run_dir / "checkpoints" / "best.pt", "cpu")
-    cfg = loaded.config
+    cfg, cpu = loaded.config, torch.device("cpu")
     corpus = load_corpus(cfg.data)
-    if {cfg.data.src_lang, cfg.data.tgt_lang} & set(CJK_LANGUAGES):  # the probe's labels
-        ensure_cjk_font(data_root(cfg.data.root) / "raw")
+    fonts_for((cfg.data.src_lang, cfg.data.tgt_lang), data_root(cfg.data.root) / "raw")
     test = encode_split(loaded.tokenizer, corpus["test"]["src"], corpus["test"]["tgt"],
                         cfg.tokenizer.max_src_len, cfg.tokenizer.max_tgt_len,
                         documents=documents_of(corpus["test"]))
     tokenize = bleu_tokenize_for(cfg.data.tgt_lang, cfg.data.bleu_tokenize)
     greedy = decode_and_score(loaded.model, loaded.tokenizer, test,
-                              decode_settings(cfg.decoding, 1), torch.device("cpu"),
-                              bleu_tokenize=tokenize)
+                              decode_settings(cfg.decoding, 1), cpu, bleu_tokenize=tokenize)
     beam_hyps = read_hypotheses(run_dir / "test.hyp")
     buckets = bleu_by_length(test.src_text, beam_hyps, test.tgt_text,
                              edges=tuple(cfg.data.length_buckets), tokenize=tokenize)
@@ -136,8 +133,7 @@ def study_variant(variant: str, run_dir: Path, metrics: dict[str, Any]) -> dict[
     probe_row: dict[str, Any] = {}
     if probe:
         split = encode_split(loaded.tokenizer, probe, [""], 10_000, 10_000)
-        hyp = decode_ids(loaded.model, split.src_ids, DecodeSettings(beam_size=1),
-                         torch.device("cpu"))[0][0]
+        hyp = decode_ids(loaded.model, split.src_ids, DecodeSettings(beam_size=1), cpu)[0][0]
         eos = loaded.tokenizer.tgt_pieces([EOS_ID])[0]
         probe_row = {
             "source": probe[0],
@@ -147,8 +143,7 @@ def study_variant(variant: str, run_dir: Path, metrics: dict[str, Any]) -> dict[
             "tgt_pieces": loaded.tokenizer.tgt_pieces(hyp.tokens) + [eos],
         }
         forced = None if cfg.data.probe_reference is None else probe_alignment(
-            loaded.model, loaded.tokenizer, probe[0], cfg.data.probe_reference,
-            torch.device("cpu"))
+            loaded.model, loaded.tokenizer, probe[0], cfg.data.probe_reference, cpu)
         if forced is not None:  # teacher-forced on the reference, at word level
             word_attn, src_words, tgt_words = forced
             probe_row["weights"] = ", ".join(
@@ -182,8 +177,8 @@ def study_variant(variant: str, run_dir: Path, metrics: dict[str, Any]) -> dict[
     return {"row": row, "buckets": buckets, "probe": probe_row, "history": metrics["history"],
             "signature": test_metrics["bleu_signature"], "test_set": test_metrics["test_set"],
             "alignment": alignment, "scored": (test.src_text, beam_hyps, test.tgt_text),
-            "documents": test.documents,
-            "edges": tuple(cfg.data.length_buckets), "tokenize": tokenize}
+            "documents": test.documents, "edges": tuple(cfg.data.length_buckets),
+            "tokenize": tokenize}
 
 
 def gap_intervals(studies: dict[str, dict[str, Any]], baseline: str = "vanilla"

@@ -13,6 +13,7 @@ root) when no such font is installed, or says in one line that Hangul will draw 
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from pathlib import Path
 
 import matplotlib
@@ -83,6 +84,11 @@ def ensure_cjk_font(raw_dir: Path, fetch: Fetch = apt_get_download) -> Path | No
     if name not in FONT:
         FONT.append(name)
     return path
+
+
+def fonts_for(languages: Iterable[str], raw_dir: Path) -> Path | None:
+    """`ensure_cjk_font` where one of a corpus's languages is written in CJK script, else None."""
+    return ensure_cjk_font(raw_dir) if set(languages) & set(CJK_LANGUAGES) else None
 
 
 def _to_numpy(attn: Matrix) -> np.ndarray:

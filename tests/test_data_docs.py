@@ -513,7 +513,8 @@ def test_bad_sources_and_direction(tmp_path: Path) -> None:
     with pytest.raises(UserError, match="must be en and one of them"):
         load_docs(root=tmp_path, src_lang="en", tgt_lang="fr", sources=["manpages"],
                   allow_missing=False)
-    with pytest.raises(UserError, match=r"manpages.*choose one or more of .*debian-faq.* \(Korean\)"):
+    korean_sources = r"manpages.*choose one or more of .*debian-faq.* \(Korean\)"
+    with pytest.raises(UserError, match=korean_sources):
         build_docs(tmp_path, ["manpages"], lang="ko")  # a German source asked for Korean
 
 

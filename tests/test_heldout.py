@@ -106,7 +106,7 @@ def test_a_normalised_and_a_near_twin_leave_the_held_out_splits() -> None:
     assert removed["test"] == {"exact": {}, "normalised": {}, "near": {"l": 1}}
     assert [s.en for s in splits["validation"]] == ["Another line entirely."]
     assert [s.en for s in splits["test"]] == ["Footnotes at the end of a page."]
-    report = leakage_report({name: ([s.de for s in rows], [s.en for s in rows])
+    report = leakage_report({name: ([s.translation for s in rows], [s.en for s in rows])
                              for name, rows in splits.items()})
     assert report["test"] == {"pairs": 1, "exact": 0, "normalised": 0, "near": 0}
 

@@ -195,3 +195,33 @@ def test_every_bootstrap_draw_holds_every_bucket(by_family: bool) -> None:
     step = study["steps"][0]  # the short bucket's gap varies, the long one's does not
     assert step["low"] <= step["change"] <= step["high"]
     assert step["low"] > 0  # not pulled down by draws that score the long bucket as 0
+
+
+KO_HYPS = ["제인이 가게에 갔다.", "수식을 포함하는 셀을 선택합니다."]
+KO_REFS = ["제인은 가게에 갔다.", "수식을 포함하는 셀을 선택하십시오."]
+
+
+def test_korean_bleu_with_ko_mecab() -> None:
+    pytest.importorskip("mecab_ko", reason="the `ko` extra (make installs it)")
+    scores = score(KO_HYPS, KO_REFS, tokenize=bleu_tokenize_for("ko"))
+    assert "tok:ko-mecab" in scores.bleu_signature
+    assert scores.bleu == pytest.approx(
+        sacrebleu.corpus_bleu(KO_HYPS, [KO_REFS], tokenize="ko-mecab").score)
+    # morphemes: 제인이 and 제인은 share the noun 제인, so ko-mecab scores above eojeol (13a)
+    assert scores.bleu > score(KO_HYPS, KO_REFS, tokenize="13a").bleu
+
+
+def test_korean_bleu_falls_back_to_13a_in_one_line(monkeypatch, capsys) -> None:
+    from sacrebleu.tokenizers import tokenizer_ko_mecab
+
+    from seq2seq.evaluation import metrics
+
+    monkeypatch.setattr(tokenizer_ko_mecab, "MeCab", None)  # what sacrebleu sees without it
+    monkeypatch.setattr(metrics, "_FELL_BACK", set())
+    scores = score(KO_HYPS, KO_REFS, tokenize="ko-mecab")
+    assert "tok:13a" in scores.bleu_signature
+    assert scores.bleu == pytest.approx(sacrebleu.corpus_bleu(KO_HYPS, [KO_REFS]).score)
+    score(KO_HYPS, KO_REFS, tokenize="ko-mecab")
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert len(lines) == 1  # once a process
+    assert "ko-mecab" in lines[0] and "falls back to 13a" in lines[0] and ".[ko]" in lines[0]

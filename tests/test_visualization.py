@@ -9,8 +9,11 @@ import pytest
 import torch
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
+from matplotlib.ft2font import FT2Font
 from matplotlib.text import Text
 
+from seq2seq import visualization
+from seq2seq.data import data_root
 from seq2seq.visualization import (
     attention_heatmap,
     bleu_bars,
@@ -232,3 +235,35 @@ def test_every_text_of_every_figure_lies_on_its_canvas(name: str) -> None:
     canvas. Long titles wrap, so each text lies within the figure once drawn."""
     fig = _figures()[name]
     assert _texts_off_the_canvas(fig) == []
+
+
+HANGUL_SRC = ["▁Jane", "▁went", "▁to", "▁the", "▁store", ".", "</s>"]
+HANGUL_TGT = ["▁제", "인이", "▁가게에", "▁갔다", ".", "</s>"]
+
+
+def test_hangul_labels_draw_with_a_cjk_font() -> None:
+    # an installed CJK font, else Debian's fonts-nanum fetched into the shared raw folder once
+    font = visualization.ensure_cjk_font(data_root(None) / "raw")
+    assert font is not None and font == visualization.font_file_with("제")
+    assert FT2Font(str(font)).get_char_index(ord("가")) != 0  # a glyph, not the missing box
+    fig = attention_heatmap(_attn(len(HANGUL_TGT), len(HANGUL_SRC)), HANGUL_SRC, HANGUL_TGT,
+                            title="제인이→Jane 0.90, 가게에→store 0.92")
+    assert _render_strictly(fig).startswith(PNG_MAGIC)  # no missing-glyph warning
+
+
+def test_without_a_cjk_font_hangul_is_the_missing_glyph_and_one_line_says_so(
+    tmp_path, monkeypatch, capsys
+) -> None:
+    monkeypatch.setattr(visualization, "FONT", ["DejaVu Sans"])
+    assert visualization.font_file_with("제") is None
+    fig = attention_heatmap(_attn(2, 2), ["▁a", "▁b"], ["▁제", "▁가"])
+    with pytest.raises(UserWarning, match="missing from font"):
+        _render_strictly(fig)
+
+    def no_network(names, raw_dir):
+        raise OSError("Temporary failure resolving 'deb.debian.org'")
+
+    assert visualization.ensure_cjk_font(tmp_path, fetch=no_network) is None
+    out = capsys.readouterr().out.strip().splitlines()
+    assert [line for line in out if line.startswith("no CJK font")] == [out[-1]]
+    assert "fonts-nanum" in out[-1] and visualization.FONT == ["DejaVu Sans"]

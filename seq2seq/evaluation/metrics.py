@@ -63,7 +63,13 @@ def _check_pairs(hypotheses: list[str], references: list[str]) -> None:
         raise UserError("cannot score: there are no sentences (empty hypotheses and references)")
 
 
+_FELL_BACK: set[str] = set()  # the tokenizers whose fallback was announced in this process
+
+
 def _bleu_metric(tokenize: str | None) -> BLEU:
+    """sacrebleu's BLEU with `tokenize`; a tokenizer that lacks its packages (ko-mecab and
+    ja-mecab need the `ko` / sacrebleu[ja] extras) falls back to 13a, said in one line (once a
+    process); the signature then names 13a."""
     name = tokenize or DEFAULT_TOKENIZE
     try:
         return BLEU(tokenize=name)
@@ -72,6 +78,14 @@ def _bleu_metric(tokenize: str | None) -> BLEU:
             f"unknown BLEU tokenizer {name!r}; use one of sacrebleu's: "
             f"{', '.join(sorted(BLEU.TOKENIZERS))}"
         ) from None
+    except RuntimeError as err:  # sacrebleu's "requires extra dependencies"
+        if name not in _FELL_BACK:
+            _FELL_BACK.add(name)
+            extra = "pip install -e '.[ko]'" if name == "ko-mecab" else "pip install sacrebleu[ja]"
+            why = str(err).strip().splitlines()[0]
+            print(f"BLEU: sacrebleu's {name} tokenizer cannot run ({why} {extra}): BLEU falls back"
+                  f" to {DEFAULT_TOKENIZE}, as its signature says")
+        return BLEU(tokenize=DEFAULT_TOKENIZE)
 
 
 def _corpus_score(metric: BLEU, hypotheses: list[str], references: list[str]) -> BLEUScore:
