@@ -39,7 +39,12 @@ from seq2seq.evaluation.pharaoh import (
     read_lines,
     score_links,
 )
-from seq2seq.evaluation.word_links import choose_reading, teacher_forced, word_links
+from seq2seq.evaluation.word_links import (
+    choose_reading,
+    supervised_attention,
+    teacher_forced,
+    word_links,
+)
 from seq2seq.inference import Loaded, load_models, resolve_device
 
 
@@ -107,7 +112,9 @@ def model_links(
     side cut to the model's length limits (a warning names the line; words past the cut get
     no link). `names`: how warnings name the source and target files."""
     name = "ensemble" if loaded.members else str(loaded.config.model.name)
-    chosen = choose_reading(loaded.model, name, loaded.history, loaded.device, reading, layer)
+    supervised = None if loaded.members else supervised_attention(loaded.config)
+    chosen = choose_reading(loaded.model, name, loaded.history, loaded.device, reading, layer,
+                            supervised)
     print(f"{loaded.checkpoint}: {chosen.description}", file=sys.stderr)
     tok, cfg = loaded.tokenizer, loaded.config.tokenizer
     ids, spans = [], []

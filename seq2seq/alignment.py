@@ -181,7 +181,8 @@ def read_links(sure_path: Path, possible_path: Path) -> list[Links]:
 
 
 def corpus_links(
-    corpus: dict[str, tuple[list[str], list[str]]], root: Path, name: str, verbose: bool = True
+    corpus: dict[str, tuple[list[str], list[str]]], root: Path, name: str, verbose: bool = True,
+    splits: tuple[str, ...] = ("validation", "test"),
 ) -> dict[str, list[Links]] | None:
     """The reference links of a corpus's validation and test splits (aligned with its training
     split), cached under `root`/alignments/`name`; None when eflomal is unavailable.
@@ -191,6 +192,7 @@ def corpus_links(
         root: the data folder.
         name: the corpus config's name (one cache per corpus and direction).
         verbose: print what was aligned or reused.
+        splits: the splits whose links are returned (guided alignment adds train).
     """
     links = reference_links(corpus, root / "alignments" / name, verbose=verbose)
-    return None if links is None else {split: links[split] for split in ("validation", "test")}
+    return None if links is None else {split: links[split] for split in splits}

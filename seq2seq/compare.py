@@ -170,7 +170,7 @@ def study_variant(variant: str, run_dir: Path, metrics: dict[str, Any]) -> dict[
         "sure_accuracy": alignment.get("sure_accuracy"),
         "copy_accuracy": alignment.get("copy_accuracy"),
         "aer_best_head": alignment.get("best_head", {}).get("aer"),
-        "aer_shift_att": (alignment.get("shift_att") or {}).get("aer"),  # None: the RNNs
+        "aer_shift_att": (alignment.get("shift_att") or {}).get("aer"),
         "probe_translation": probe_row.get("translation", ""),
         "probe_weights": probe_row.get("weights", ""),
     }
@@ -316,10 +316,10 @@ def write_report(out_dir: Path, studies: dict[str, dict[str, Any]], command: str
               "## Test BLEU difference between variants", "", *difference_rows(differences or [])]
     lines += ["", "AER: attention teacher-forced on the test references against eflomal word "
               "alignments (lower is better); aer_diagonal and aer_shifted score the diagonal "
-              "and the diagonal shifted by one word on the same words; aer_shift_att: the "
-              "Transformer's Shift-Att, the attention of the step that reads each word, at the "
-              "layer chosen on validation; probe_weights: the first probe teacher-forced on its "
-              "reference."]
+              "and the diagonal shifted by one word on the same words; aer_shift_att: Shift-Att, "
+              "the attention of the step that reads each word (the step after the one that "
+              "predicts it), for the Transformer at the layer chosen on validation; "
+              "probe_weights: the first probe teacher-forced on its reference."]
     for variant, s in studies.items():
         if "best_head" in s["alignment"]:
             best, layers = s["alignment"]["best_head"], s["alignment"]["layers"]
@@ -327,7 +327,7 @@ def write_report(out_dir: Path, studies: dict[str, dict[str, Any]], command: str
                       f"{best['layer']} head {best['head']}: AER {fmt(best['aer'])}; per-layer "
                       "mean over heads: " + ", ".join(
                           f"layer {i} {fmt(row['aer'])}" for i, row in enumerate(layers)) + "."]
-        if s["alignment"].get("shift_att") is not None:
+        if (s["alignment"].get("shift_att") or {}).get("layers"):
             shift = s["alignment"]["shift_att"]
             lines += ["", f"{variant}: Shift-Att (layer chosen on validation) layer "
                       f"{shift['layer']}: AER {fmt(shift['aer'])}; per layer: " + ", ".join(

@@ -211,6 +211,13 @@ class TrainerConfig:
     max_bad_steps: int = MISSING
     resume: Any = MISSING  # false | true | a checkpoint path
     init_from: str | None = None  # None for the configs saved before the option existed
+    # guided alignment (seq2seq/training/guided.py); the defaults are for the configs saved
+    # before the options existed
+    alignment_weight: float = 0.0
+    alignment_layer: int = -1
+    alignment_head: int | None = None
+    alignment_links: str = "possible"
+    alignment_null: str = "skip"
     final_test: bool = MISSING
     progress: bool = MISSING
 

@@ -19,7 +19,7 @@ from seq2seq.data import clean_corpus, data_root, load_corpus, load_source
 from seq2seq.data.export import corpus_fingerprint, write_export
 from seq2seq.errors import UserError
 from seq2seq.tokenization import Tokenizer, build_tokenizer
-from seq2seq.visualization import CJK_LANGUAGES, ensure_cjk_font
+from seq2seq.visualization import fonts_for
 
 SPLITS = ("train", "validation", "test")
 
@@ -77,6 +77,9 @@ class PreparedData:
     links: dict[str, list[Links]] | None = None
     # the corpus's sha256 over its cleaned splits and document ids (seq2seq.data.export)
     fingerprint: str = ""
+    # (source text, target text) -> the training pair's reference links, for guided alignment
+    # (prepare_data's train_links); None when not asked for or the aligner is unavailable
+    train_links: dict[tuple[str, str], Links] | None = None
 
 
 def encode_split(
@@ -211,19 +214,19 @@ class SegmentationSampler:
 
 def prepare_data(
     data: DataConfig, tok: TokenizerConfig, verbose: bool = True,
-    tokenizer: Tokenizer | None = None,
+    tokenizer: Tokenizer | None = None, train_links: bool = False,
 ) -> PreparedData:
     """Build (or reuse) the corpus, the tokenizer and the reference word links, then encode
     every split. A `tokenizer` given (a fine-tuned checkpoint's) encodes it instead: none is
-    trained or read from the cache.
+    trained or read from the cache. `train_links`: also keep the training pairs' links
+    (guided alignment).
 
     Training pairs over tokenizer.max_src_len/max_tgt_len pieces are dropped; validation and
     test pairs are kept, cut to fit (see `fitted_split`). `verbose` prints how many.
     """
     corpus = load_corpus(data)
     root = data_root(data.root)
-    if {data.src_lang, data.tgt_lang} & set(CJK_LANGUAGES):  # heatmap labels need the glyphs
-        ensure_cjk_font(root / "raw")
+    fonts_for((data.src_lang, data.tgt_lang), root / "raw")  # heatmap labels need the glyphs
     if tokenizer is None:
         tokenizer = build_tokenizer(
             corpus, root / "tokenizers" / data.name, type=tok.type, vocab_size=tok.vocab_size,
@@ -232,8 +235,15 @@ def prepare_data(
             tgt_lang=data.tgt_lang,
         )
     texts = {split: (corpus[split]["src"], corpus[split]["tgt"]) for split in SPLITS}
-    prepared = PreparedData(tokenizer, links=corpus_links(texts, root, data.name, verbose),
-                            fingerprint=corpus_fingerprint(corpus))
+    links = corpus_links(texts, root, data.name, verbose,
+                         splits=("train", "validation", "test") if train_links
+                         else ("validation", "test"))
+    prepared = PreparedData(
+        tokenizer, links=None if links is None else {s: links[s] for s in ("validation", "test")},
+        fingerprint=corpus_fingerprint(corpus))
+    if links is not None and train_links:
+        prepared.train_links = dict(zip(zip(*texts["train"], strict=True), links["train"],
+                                        strict=True))
     limits = f"tokenizer.max_src_len/max_tgt_len ({tok.max_src_len}/{tok.max_tgt_len}) pieces"
     for split in SPLITS:
         rows = corpus[split]

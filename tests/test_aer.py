@@ -167,6 +167,21 @@ def test_aer_per_layer_for_both_readings() -> None:
     assert report["best_head"]["layer"] == 0 and report["best_head"]["aer"] == 0.0
 
 
+def test_an_rnns_attention_is_also_read_with_shift_att() -> None:
+    """Bahdanau's query is the previous state: an attention one word late is perfect read
+    with Shift-Att, and both readings are reported (no layer to choose)."""
+    split = SplitAlignment(Counts(), Counts(), Counts())
+    split.add(ABC, READING)  # no heads: an RNN
+    report = split.report()
+    assert report["aer"] == 1.0 and "layers" not in report
+    assert report["shift_att"] == {"layer": None, "chosen_on": "no choice", "layers": [],
+                                   **split.shift_model.summary()}
+    assert report["shift_att"]["aer"] == 0.0 and split.best_shift_layer() is None
+    predicting = SplitAlignment(Counts(), Counts(), Counts())
+    predicting.add(ABC, PREDICTING)  # on time: perfect as read, late with Shift-Att
+    assert predicting.report()["aer"] == 0.0 and predicting.report()["shift_att"]["aer"] > 0
+
+
 def test_the_shift_att_layer_is_chosen_on_validation_and_reported_on_test() -> None:
     validation = transformer_split(PREDICTING, READING)  # Shift-Att prefers layer 1
     test = transformer_split(READING, PREDICTING)  # ... and here layer 0
@@ -177,15 +192,6 @@ def test_the_shift_att_layer_is_chosen_on_validation_and_reported_on_test() -> N
     assert shift["aer"] == 1.0 == shift["layers"][1]["aer"]  # test's figure of that layer
     assert report["best_head"]["layer"] == 0 and report["best_head"]["chosen_on"] == "validation"
     assert test.report()["shift_att"]["layer"] == 0  # chosen on test itself it would differ
-
-
-def test_attention_without_layers_has_no_shift_att() -> None:
-    """The RNNs' attention is one (T, S) matrix, not per layer: Shift-Att is reported absent."""
-    split = SplitAlignment(Counts(), Counts(), Counts())
-    split.add(ABC, PREDICTING)
-    report = split.report()
-    assert report["shift_att"] is None and "layers" not in report and report["aer"] == 0.0
-    assert split.best_shift_layer() is None
 
 
 def test_copy_words_are_reference_words_equal_to_exactly_one_source_word() -> None:

@@ -150,11 +150,12 @@ def test_the_layer_is_the_one_validation_chose() -> None:
     assert recorded_layer([], 2, shift=True) == (-1, -1)
 
 
-def test_a_reading_the_model_cannot_give_is_refused(runs: dict[str, Path],
-                                                    tmp_path: Path) -> None:
+def test_a_reading_the_model_cannot_give_is_refused_and_the_others_are_named(
+    runs: dict[str, Path], tmp_path: Path
+) -> None:
     rnn = load_for_inference(runs["bahdanau"], TCPU)
-    with pytest.raises(UserError, match="reading=shift_att reads a Transformer's decoder layers"):
-        choose_reading(rnn.model, "bahdanau", [], TCPU, "shift_att")
+    shifted = choose_reading(rnn.model, "bahdanau", [], TCPU, "shift_att")  # Bahdanau's reading
+    assert (shifted.shift, shifted.layer) == (True, None) and "Shift-Att" in shifted.description
     with pytest.raises(UserError, match="layer=1: the bahdanau model has no decoder layers"):
         choose_reading(rnn.model, "bahdanau", [], TCPU, "attention", 1)
     with pytest.raises(UserError, match="reading='heads' is not one of attention, shift_att"):
@@ -165,6 +166,9 @@ def test_a_reading_the_model_cannot_give_is_refused(runs: dict[str, Path],
     last = choose_reading(transformer.model, "transformer", [], TCPU, "shift_att")
     assert (last.shift, last.layer) == (True, 1)
     assert "(the last: the checkpoint records no layer chosen on validation)" in last.description
+    guided = choose_reading(transformer.model, "transformer", [], TCPU, supervised=(-1, 1))
+    assert (guided.shift, guided.layer, guided.head) == (False, 1, 1)
+    assert "head 1: the one guided alignment trained" in guided.description
     vanilla = build_model(tiny_config(tmp_path, model="vanilla").model, 400, 400)
     with pytest.raises(UserError, match="the vanilla model has no attention"):
         choose_reading(vanilla, "vanilla", [], TCPU)

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from seq2seq.alignment import word_spans, words
 from seq2seq.data.docs import load_docs
 from seq2seq.data.docs.build import build_docs
 from seq2seq.data.docs.filters import drop_reason, filter_segments, hangul_share
@@ -16,6 +17,7 @@ from seq2seq.data.docs.libreoffice_help import align_help
 from seq2seq.data.docs.mo_catalogs import CATALOG_DIR, align_catalogs
 from seq2seq.data.docs.segments import PageCounts, Segment
 from seq2seq.data.docs.sources import KO_SOURCES
+from seq2seq.evaluation.aer import piece_words
 from tests.test_data_docs import FakeApt, needs_dpkg, write, write_mo
 
 HELP_EN = """<html><body>
@@ -133,6 +135,17 @@ def test_hangul_share_counts_letters_only() -> None:
 ])
 def test_the_korean_filter(korean: str, english: str, reason: str | None) -> None:
     assert drop_reason(korean.strip(), english, "ko") == reason
+
+
+def test_the_word_level_of_korean_aer_is_the_eojeol() -> None:
+    """The metric's words (`\\w+|[^\\w\\s]`) on Korean are the space-separated eojeol with
+    punctuation apart: 제인이 is one word (noun and particle), as the seeds draw it."""
+    assert words("제인이 가게에 갔다.") == ["제인이", "가게에", "갔다", "."]
+    assert words("Ctrl+C를 눌러 복사합니다.") == ["Ctrl", "+", "C를", "눌러", "복사합니다", "."]
+    # a piece inside an eojeol belongs to that eojeol: 가게 | 에 both to word 1
+    text = "제인이 가게에 갔다."
+    pieces = [(0, 3), (4, 6), (6, 7), (8, 10), (10, 11)]  # 제인이 | 가게 | 에 | 갔다 | .
+    assert piece_words(pieces, word_spans(text)) == [[0], [1], [1], [2], [3]]
 
 
 def test_the_german_bounds_would_drop_most_korean_pairs() -> None:

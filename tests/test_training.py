@@ -111,10 +111,12 @@ def check_the_alignment_figures(model: str, saved: dict, scalars: set[str], even
                 "probe_shift_att/Jane->Jane"} <= scalars
         assert all(0 <= row["valid_aer_shift_att"] <= 1 for row in saved["history"])
         assert len(events.Images("attention/probe_0_reference_shift_att")) == 2
-    else:  # the RNNs' attention is not per layer: no Shift-Att, and no error
-        assert alignment["shift_att"] is None
-        assert not any("shift_att" in tag for tag in scalars)
-        assert "valid_aer_shift_att" not in saved["history"][-1]
+    else:  # the RNNs' one attention, also read with Shift-Att (Bahdanau's query is s_{t-1})
+        shift = alignment["shift_att"]
+        assert (shift["layer"], shift["layers"]) == (None, []) and 0 <= shift["aer"] <= 1
+        assert "valid/aer_shift_att" in scalars and "valid/aer_shift_att_layer0" not in scalars
+        assert all(0 <= row["valid_aer_shift_att"] <= 1 for row in saved["history"])
+        assert saved["history"][-1]["valid_shift_att_layer"] is None
 
 
 def weights(path: Path) -> dict[str, torch.Tensor]:

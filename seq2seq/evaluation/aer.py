@@ -231,6 +231,7 @@ class SplitAlignment:
     layers: list[Counts] | None = None  # (L,)
     heads: list[list[Counts]] | None = None  # (L, H)
     shift_layers: list[Counts] | None = None  # (L,) Shift-Att, each layer's mean over heads
+    shift_model: Counts | None = None  # an RNN's attention read with Shift-Att
     skipped: int = 0  # pairs cut to the maximum length, not scored
 
     def add(self, pair: WordPair, attn: Tensor, heads: Tensor | None = None) -> None:
@@ -240,7 +241,10 @@ class SplitAlignment:
         n_tgt, n_src = len(pair.tgt), len(pair.src)
         self.diagonal += pair.counts(aligned=diagonal(n_tgt, n_src))
         self.shifted += pair.counts(aligned=diagonal(n_tgt, n_src, shift=1))
-        if heads is None:
+        if heads is None:  # Bahdanau's query is the previous state: the next row may fit better
+            if self.shift_model is None:
+                self.shift_model = Counts()
+            self.shift_model += pair.counts(pair.word_attention(shift_att(attn)))
             return
         word_heads = pair.word_attention(heads)  # (L, H, Tw, Sw + 1)
         word_shifted = pair.word_attention(shift_att(heads.mean(dim=1)))  # (L, Tw, Sw + 1)
@@ -273,7 +277,7 @@ class SplitAlignment:
     def report(self, chosen: Chosen | None = None) -> dict:
         """Every figure as plain data. `chosen`: the head and Shift-Att layer to report as best
         (chosen on another split, e.g. validation for test); None chooses them on this split.
-        "shift_att" is None for a model without per-layer attention (the RNNs)."""
+        "shift_att" is, for an RNN, its one attention read with Shift-Att (layer None)."""
         picked = chosen if chosen is not None else self.choose()
         chosen_on = "this split" if chosen is None else "validation"
         result: dict = {
@@ -294,6 +298,9 @@ class SplitAlignment:
             result["shift_att"] = {"layer": picked.shift_layer, "chosen_on": chosen_on,
                                    **self.shift_layers[picked.shift_layer].summary(),
                                    "layers": [c.summary() for c in self.shift_layers]}
+        elif self.shift_model is not None:
+            result["shift_att"] = {"layer": None, "chosen_on": "no choice",
+                                   **self.shift_model.summary(), "layers": []}
         return result
 
 

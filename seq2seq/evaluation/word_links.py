@@ -9,7 +9,11 @@ of its pieces' columns, and a target word links to its strictly largest source c
 the source EOS wins or two columns tie (then it links nothing).
 
 Which attention (`choose_reading`): an RNN's, or an ensemble's mean, at the step predicting each
-word. A Transformer's cross-attention of one decoder layer averaged over its heads: by default
+word, or with Shift-Att the step after it (Bahdanau's query is the previous state, so its
+attention may sit a word ahead: the validation AER reports both readings). A model trained
+with guided alignment (trainer.alignment_weight > 0): the attention it supervised, for the
+Transformer its layer and head (trainer.alignment_layer/alignment_head). Otherwise a
+Transformer's cross-attention of one decoder layer averaged over its heads: by default
 the layer with the lowest validation AER in the checkpoint's history (the latest evaluation
 recorded in it: for best.pt, the one that wrote it), else the last layer, whose mean the AER
 metric's "model" figure reads; or, with Shift-Att (Chen et al. 2020), the row of the step that
@@ -25,6 +29,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
+from omegaconf import DictConfig
 from torch import Tensor, nn
 
 from seq2seq.data.batching import budget_chunks, collate
@@ -59,12 +64,24 @@ class Reading:
         shift: Shift-Att, the row of the step that reads each target piece.
         layer: a Transformer decoder layer, its heads averaged; None: the attention the model
             returns (an RNN's, an ensemble's mean).
+        head: that layer's head instead of the mean (the one guided alignment supervised).
         description: the reading in words, for the user.
     """
 
     shift: bool
     layer: int | None
     description: str
+    head: int | None = None
+
+
+def supervised_attention(config: DictConfig) -> tuple[int, int | None] | None:
+    """The Transformer (layer, head) that guided alignment trained, from a checkpoint's
+    config (head None: the mean over heads; layer -1: the last); None without guidance or
+    for the RNNs, whose one attention is what `forward` returns."""
+    t = config.trainer
+    if float(t.get("alignment_weight", 0.0)) <= 0 or config.model.name != "transformer":
+        return None
+    return int(t.get("alignment_layer", -1)), t.get("alignment_head")
 
 
 def recorded_layer(history: Sequence[dict], num_layers: int, shift: bool) -> tuple[int, int]:
@@ -87,10 +104,12 @@ def recorded_layer(history: Sequence[dict], num_layers: int, shift: bool) -> tup
 def choose_reading(
     model: nn.Module, model_name: str, history: Sequence[dict], device: torch.device,
     reading: str = "attention", layer: int | str = "validation",
+    supervised: tuple[int, int | None] | None = None,
 ) -> Reading:
     """The reading of `model`'s attention that `reading` (attention | shift_att) and `layer`
     (validation: chosen on validation where `history` records it; or a decoder layer from 0)
-    name.
+    name. `supervised` (`supervised_attention`): with reading=attention and layer=validation,
+    the Transformer layer and head guided alignment trained are read instead.
 
     Raises:
         UserError: a model without attention, an unknown reading, Shift-Att or a layer for a
@@ -106,15 +125,20 @@ def choose_reading(
         raise UserError(f"the {model_name} model has no attention: it gives no word links")
     shift = reading == "shift_att"
     if heads is None:
-        if shift:
-            raise UserError(f"reading=shift_att reads a Transformer's decoder layers; the "
-                            f"{model_name} model has one attention: use reading=attention")
         if layer != "validation":
             raise UserError(f"layer={layer}: the {model_name} model has no decoder layers to "
                             "choose from; leave layer=validation")
-        return Reading(False, None, f"the {model_name} attention of the step predicting each "
+        step = "after the one predicting (Shift-Att)" if shift else "predicting"
+        return Reading(shift, None, f"the {model_name} attention of the step {step} each "
                                     "target word")
     num_layers = heads.shape[0]
+    if supervised is not None and not shift and layer == "validation":
+        chosen, head = supervised[0] % num_layers, supervised[1]
+        which = "mean over heads" if head is None else f"head {head}"
+        return Reading(False, chosen, f"{model_name} cross-attention of the step predicting "
+                                      f"each target word, decoder layer {chosen} of "
+                                      f"0-{num_layers - 1}, {which}: the one guided alignment "
+                                      "trained", head)
     if layer == "validation":
         chosen, step = recorded_layer(history, num_layers, shift)
         how = f"chosen on validation at step {step}"
@@ -151,7 +175,8 @@ def teacher_forced(
                 _, attn = model(batch.src, batch.src_mask, batch.tgt_in, project=False)
             else:
                 heads = model.cross_attention(batch.src, batch.src_mask, batch.tgt_in)
-                attn = heads[reading.layer].mean(dim=1)  # (L, B, H, T, S) -> (B, T, S)
+                chosen = heads[reading.layer]  # (L, B, H, T, S) -> (B, H, T, S)
+                attn = chosen.mean(dim=1) if reading.head is None else chosen[:, reading.head]
             for b, i in enumerate(chunk):
                 found[i] = attn[b, :len(tgt_ids[i]) + 1, :len(src_ids[i]) + 1].float().cpu()
     return [found[i] for i in range(len(src_ids))]

@@ -193,10 +193,12 @@ class Transformer(nn.Module):
         )
 
     def _decode(
-        self, tgt_in: Tensor, enc: EncoderOutput, need_weights: bool
+        self, tgt_in: Tensor, enc: EncoderOutput, need_weights: bool,
+        weights_of: int | None = None,
     ) -> tuple[Tensor, list[Tensor | None]]:
         """Teacher forcing: tgt_in (B, T) -> the generator's inputs (B, T, D) and per-layer
-        weights (B, H, T, S), None where not needed (the lexical model needs the last)."""
+        weights (B, H, T, S), None where not needed (the lexical model needs the last; guided
+        alignment the layer `weights_of`)."""
         x = self._embed(self.tgt_emb, tgt_in)
         src_mask = enc.mask[:, None, None, :]  # (B, 1, 1, S)
         length, relative = tgt_in.size(1), self.decoder_positions
@@ -205,7 +207,7 @@ class Transformer(nn.Module):
         last = len(self.decoder_layers) - 1
         for i, layer in enumerate(self.decoder_layers):
             cross_kv = layer.cross_attn.project_kv(enc.states)
-            needed = need_weights or (i == last and self.lexical is not None)
+            needed = need_weights or i == weights_of or (i == last and self.lexical is not None)
             x, _, layer_weights = layer(x, None, cross_kv, src_mask, needed, bias)
             weights.append(layer_weights)
         return self._output(x, weights[-1], enc), weights
@@ -258,14 +260,25 @@ class Transformer(nn.Module):
         need_attn: bool = True,
         output_positions: Tensor | None = None,
         project: bool = True,
+        attn_layer: int | None = None,
+        attn_head: int | None = None,
     ) -> tuple[Tensor, Tensor | None]:
         """Teacher forcing: tgt_in (B, T) -> logits (B, T, V) (or (N, V) at output_positions;
-        project=False: the generator's inputs), last layer's cross-attention mean over heads."""
+        project=False: the generator's inputs), last layer's cross-attention mean over heads.
+        `attn_layer` (guided alignment): that layer's cross-attention instead, of head
+        `attn_head` or the mean over heads when None, computed even when need_attn is False
+        (the other layers keep the fused kernel)."""
         enc = self.encode(src_ids, src_mask)
-        out, weights = self._decode(tgt_in, enc, need_attn)
+        if attn_layer is not None:
+            attn_layer %= len(self.decoder_layers)  # -1: the last
+        out, weights = self._decode(tgt_in, enc, need_attn, weights_of=attn_layer)
         if output_positions is not None:
             out = out.flatten(0, 1).index_select(0, output_positions)  # (N, D)
         logits = self.generator(out) if project else out
+        if attn_layer is not None:
+            chosen = weights[attn_layer]
+            assert chosen is not None
+            return logits, chosen.mean(dim=1) if attn_head is None else chosen[:, attn_head]
         last = weights[-1]
         return logits, last.mean(dim=1) if need_attn and last is not None else None
 

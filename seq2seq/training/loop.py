@@ -69,7 +69,8 @@ def run(parts: TrainingParts, progress: Progress) -> RunOutcome:
             spent = parts.budget.spent(progress.step, elapsed)  # before this update
             nll, grad_norm, tokens, skipped = parts.update(micro, progress.step + 1, spent)
             progress.step += 1
-            log.add(nll, tokens, skipped)
+            log.add(nll, tokens, skipped,
+                    parts.update.alignment_kl if parts.update.guidance is not None else None)
             if log.due(progress.step):
                 log.write(progress, grad_norm, parts.optimizer.param_groups[0]["lr"],
                           time.monotonic() - start)
@@ -174,6 +175,8 @@ def train(cfg: DictConfig) -> dict[str, Any]:
             "best_valid_bleu": progress.best_bleu if progress.history else None,
             "history": progress.history,
             "losses": progress.losses,
+            # guided alignment's KL per target token, each logged interval of this process
+            "alignment_kl": parts.log.alignment_curve if parts.update.guidance else None,
         }
         # this process's peak resident memory on the CPU, through training and validation,
         # then after the final test (a decode's peak is its own: see release_freed_memory)

@@ -32,6 +32,7 @@ from seq2seq.tokenization import Tokenizer
 from seq2seq.training.batches import TrainBatches
 from seq2seq.training.bf16 import BF16Compute, computes_in_bf16
 from seq2seq.training.ema import EMA
+from seq2seq.training.guided import LINKS, NULLS, Guidance, reference_cells
 from seq2seq.training.optim import Plateau, build_optimizer, learning_rate
 from seq2seq.training.stopping import Budget
 from seq2seq.training.train_log import TrainLog
@@ -77,7 +78,8 @@ def prepare_on_every_rank(
     `tokenizer`: the one to encode with (fine-tuning), none trained."""
     if rt.distributed and not rt.is_main:
         dist.barrier()
-    data = prepare_data(cfg.data, cfg.tokenizer, verbose=rt.is_main, tokenizer=tokenizer)
+    data = prepare_data(cfg.data, cfg.tokenizer, verbose=rt.is_main, tokenizer=tokenizer,
+                        train_links=cfg.trainer.get("alignment_weight", 0.0) > 0)
     if rt.distributed and rt.is_main:
         dist.barrier()
     return data
@@ -100,6 +102,44 @@ def build_validator(
         probe_reference=cfg.data.probe_reference,
         probe_words=[list(pair) for pair in cfg.data.probe_words], links=data.links,
     )
+
+
+def build_guidance(cfg: DictConfig, data: PreparedData, verbose: bool = True) -> Guidance:
+    """Guided alignment's reference for every training pair (seq2seq/training/guided.py);
+    `verbose` prints what is supervised and how many target pieces are."""
+    t = cfg.trainer
+    if cfg.model.name == "vanilla":
+        raise UserError("trainer.alignment_weight > 0 guides an attention: model=vanilla has none")
+    if t.subword_alpha is not None:
+        raise UserError("trainer.alignment_weight > 0 needs the fixed segmentation: set "
+                        "trainer.subword_alpha=null")
+    if t.alignment_links not in LINKS or t.alignment_null not in NULLS:
+        raise UserError(f"trainer.alignment_links={t.alignment_links} must be one of "
+                        f"{', '.join(LINKS)}; trainer.alignment_null={t.alignment_null} one of "
+                        f"{', '.join(NULLS)}")
+    if data.train_links is None:
+        raise UserError("trainer.alignment_weight > 0 needs the training pairs' eflomal links "
+                        "(prepare_data's train_links=True), and eflomal is unavailable: "
+                        "pip install -e '.[align]'")
+    split, tok = data.splits["train"], data.tokenizer
+    src_spans, tgt_spans = tok.src_spans(split.src_text), tok.tgt_spans(split.tgt_text)
+    cells = [reference_cells(src, tgt, s_spans, t_spans, data.train_links[(src, tgt)],
+                             t.alignment_links, t.alignment_null)
+             for src, tgt, s_spans, t_spans in zip(split.src_text, split.tgt_text, src_spans,
+                                                   tgt_spans, strict=True)]
+    transformer = cfg.model.name == "transformer"
+    if verbose:
+        rows = sum(len(set(c.rows.tolist())) for c in cells)
+        pieces = sum(len(s) for s in tgt_spans)
+        which = "the attention" if not transformer else (
+            f"decoder layer {t.alignment_layer}'s cross-attention, "
+            + ("mean over heads" if t.alignment_head is None else f"head {t.alignment_head}"))
+        print(f"guided alignment: weight {t.alignment_weight} on {which}, toward the "
+              f"{t.alignment_links} eflomal links; {rows:,} of {pieces:,} training target "
+              f"pieces supervised ({rows / max(pieces, 1):.0%}; unlinked: "
+              f"{t.alignment_null})")
+    return Guidance(t.alignment_weight, t.alignment_layer if transformer else None,
+                    t.alignment_head if transformer else None, cells)
 
 
 def wrap_for_training(model: nn.Module, compile: bool, rt: Runtime) -> nn.Module:
@@ -136,10 +176,11 @@ def build_parts(cfg: DictConfig, rt: Runtime, data: PreparedData, run_dir: Path)
         return learning_rate(number, schedule, base_lr, warmup_steps, plateau.scale, spent,
                              cooldown)
 
+    train_split = data.splits["train"]
+    guidance = build_guidance(cfg, data, rt.is_main) if t.alignment_weight > 0 else None
     update = Update(model, wrap_for_training(model, t.compile, rt), optimizer, rt, rate,
                     label_smoothing=t.label_smoothing, clip_norm=t.clip_norm, scaler=scaler,
-                    ema=ema)
-    train_split = data.splits["train"]
+                    ema=ema, guidance=guidance)
     sampler = None
     if t.subword_alpha is not None:
         sampler = functools.partial(SegmentationSampler, tok, train_split, t.subword_alpha,

@@ -59,6 +59,8 @@ class TrainLog:
         self.live = self.console and sys.stderr.isatty()
         zero = torch.zeros((), device=rt.device)
         self.nll, self.tokens, self.skipped, self.bad_run = (zero.clone() for _ in range(4))
+        self.alignment_kl: Tensor | None = None  # guided alignment's summed KL, when on
+        self.alignment_curve: list[list[float]] = []  # [step, KL per target token] per interval
         self.clock = clock
         self.since = clock()
         self.paused_for = 0.0  # seconds of the interval that were not training
@@ -70,8 +72,13 @@ class TrainLog:
                         dynamic_ncols=True, unit="step")
         self.restart_clock()
 
-    def add(self, nll: Tensor, tokens: Tensor, skipped: Tensor) -> None:
-        """Count one update (device tensors, as `Update` returns them)."""
+    def add(self, nll: Tensor, tokens: Tensor, skipped: Tensor,
+            alignment_kl: Tensor | None = None) -> None:
+        """Count one update (device tensors, as `Update` returns them; `alignment_kl`: guided
+        alignment's, logged per target token as train/alignment_kl)."""
+        if alignment_kl is not None:
+            before = self.alignment_kl
+            self.alignment_kl = alignment_kl.clone() if before is None else before + alignment_kl
         self.nll += nll
         self.tokens += tokens
         self.skipped += skipped
@@ -98,13 +105,20 @@ class TrainLog:
     def write(self, progress: Progress, grad_norm: Tensor, lr: float, elapsed: float) -> None:
         """Report the interval that ends at `progress.step` and start the next one."""
         self.check_skipped(progress)
-        totals = all_reduce_sum(torch.stack([self.nll, self.tokens]), self.rt)
+        kl = self.alignment_kl if self.alignment_kl is not None else torch.zeros_like(self.nll)
+        totals = all_reduce_sum(torch.stack([self.nll, self.tokens, kl]), self.rt)
         loss = (totals[0] / totals[1].clamp(min=1)).item()
         seconds = self.clock() - self.since - self.paused_for
         tok_per_s = totals[1].item() / max(seconds, 1e-9)
         step = progress.step
         progress.losses.append([step, loss])
         figures = {"loss": f"{loss:.3f}", "tok_s": f"{tok_per_s:,.0f}", "lr": f"{lr:.2e}"}
+        alignment_kl = None
+        if self.alignment_kl is not None:
+            alignment_kl = (totals[2] / totals[1].clamp(min=1)).item()
+            figures["align_kl"] = f"{alignment_kl:.3f}"
+            self.alignment_curve.append([progress.step, alignment_kl])
+            self.alignment_kl.zero_()
         if self.max_time is not None and self.max_steps is None:  # else time is a safety net
             figures["left"] = f"{max(self.max_time - elapsed, 0):.0f}s"
         if self.live and self.bar is not None:
@@ -119,6 +133,8 @@ class TrainLog:
             self.writer.add_scalar("train/lr", lr, step)
             self.writer.add_scalar("train/grad_norm", grad_norm.item(), step)
             self.writer.add_scalar("train/tokens_per_s", tok_per_s, step)
+            if alignment_kl is not None:
+                self.writer.add_scalar("train/alignment_kl", alignment_kl, step)
         for window in (self.nll, self.tokens, self.skipped):
             window.zero_()
         self.restart_clock()

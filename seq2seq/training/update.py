@@ -13,6 +13,7 @@ from seq2seq.data.batching import Batch
 from seq2seq.runtime import Runtime, all_reduce_sum
 from seq2seq.tokenization import PAD_ID
 from seq2seq.training.ema import EMA
+from seq2seq.training.guided import Guidance, alignment_loss
 from seq2seq.training.loss import linear_token_losses
 
 
@@ -30,6 +31,7 @@ class Update:
         clip_norm: the gradient norm is clipped to this; 0: not clipped.
         scaler: fp16 loss scaling, or None.
         ema: the weight average to move after each update, or None.
+        guidance: guided alignment's weight, reading and references, or None (off).
     """
 
     def __init__(
@@ -44,11 +46,15 @@ class Update:
         clip_norm: float = 0.0,
         scaler: torch.amp.GradScaler | None = None,
         ema: EMA | None = None,
+        guidance: Guidance | None = None,
     ) -> None:
         self.model, self.step_model, self.optimizer, self.rt = model, step_model, optimizer, rt
         self.learning_rate = learning_rate
         self.label_smoothing, self.clip_norm = label_smoothing, clip_norm
         self.scaler, self.ema = scaler, ema
+        self.guidance = guidance
+        # guided alignment's summed KL of the last update (a device tensor; 0 when off)
+        self.alignment_kl: Tensor = torch.zeros(())
         self.generator: nn.Linear = model.generator  # type: ignore[assignment]  # the output layer
 
     def __call__(
@@ -74,6 +80,11 @@ class Update:
             total = float(local_tokens)
         scale = rt.world_size / total  # DDP averages gradients over processes
         nll_sum = torch.zeros((), device=rt.device)
+        kl_sum = torch.zeros((), device=rt.device)
+        guided = self.guidance
+        reading: dict[str, object] = {}  # the Transformer's supervised layer and head
+        if guided is not None and guided.layer is not None:
+            reading = {"attn_layer": guided.layer, "attn_head": guided.head}
         for i, batch in enumerate(micro):
             last = i == len(micro) - 1
             sync = contextlib.nullcontext()
@@ -82,14 +93,21 @@ class Update:
             with sync:
                 real = batch.tgt_positions  # (N,): no logits are computed for padding
                 with rt.autocast():
-                    features, _ = self.step_model(
-                        batch.src, batch.src_mask, batch.tgt_in, need_attn=False,
-                        output_positions=real, project=False,
+                    features, attn = self.step_model(
+                        batch.src, batch.src_mask, batch.tgt_in,
+                        need_attn=guided is not None and guided.layer is None,
+                        output_positions=real, project=False, **reading,
                     )  # (N, O): the output layer and the loss are one (linear_token_losses)
                 target = batch.tgt_out.flatten().index_select(0, real)  # (N,)
                 loss, nll = linear_token_losses(features, self.generator.weight,
                                                 self.generator.bias, target, PAD_ID,
                                                 self.label_smoothing)
+                if guided is not None:
+                    assert attn is not None
+                    reference = guided.reference(batch.indices.cpu(), attn.size(1), attn.size(2))
+                    kl = alignment_loss(attn, reference.to(attn.device, non_blocking=True))
+                    loss = loss + guided.weight * kl
+                    kl_sum += kl.detach()
                 loss = loss * scale
                 if self.scaler is not None:
                     self.scaler.scale(loss).backward()
@@ -115,4 +133,5 @@ class Update:
         if self.ema is not None:
             self.ema.update(number)
         keep = 1.0 - skipped
+        self.alignment_kl = kl_sum * keep
         return torch.nan_to_num(nll_sum) * keep, grad_norm, keep * local_tokens, skipped
