@@ -169,13 +169,15 @@ def test_evaluate_and_translate_take_a_list_of_checkpoints(
 
 def test_an_rnn_and_a_transformer_decode_as_one(runs: dict[str, Path]) -> None:
     """Mixed variants: the Transformer's cache and the RNN's state reorder side by side; the
-    alignment is the members' mean attention, with no per-head figures."""
+    alignment is the members' mean attention, with no per-head figures; its Shift-Att reading
+    is that mean's, as an RNN's (no layer to choose)."""
     result = evaluate([runs["a"], runs["transformer"]], split="validation", beam_size=3,
                       device="cpu")
     assert Path(result["hypotheses"]).name == "validation.ensemble-best+best.beam3.hyp"
     if HAS_EFLOMAL:
         assert result["alignment"]["aer"] is not None and "heads" not in result["alignment"]
-        assert result["alignment"]["shift_att"] is None
+        shift = result["alignment"]["shift_att"]
+        assert shift["layer"] is None and shift["layers"] == [] and shift["aer"] is not None
     else:  # no reference links without the align extra
         assert result["alignment"] is None
     loaded = load_models([runs["a"], runs["transformer"]], "cpu")
