@@ -28,7 +28,8 @@ from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING, DictConfig, OmegaConf
 
 from seq2seq.alignment import AlignerUnavailable, parse_links, run_eflomal
-from seq2seq.config import Choice, register_configs
+from seq2seq.choices import Choice
+from seq2seq.config import register_configs
 from seq2seq.errors import UserError, exit_on_user_error
 from seq2seq.evaluation.pharaoh import (
     SYMMETRIZATIONS,

@@ -8,7 +8,6 @@ to each variant's training config (e.g. `data=ding_en_de`).
 
 from __future__ import annotations
 
-import csv
 import json
 import subprocess
 import sys
@@ -25,9 +24,11 @@ from omegaconf import DictConfig
 from seq2seq.config import register_configs
 from seq2seq.corpus import documents_of, encode_split
 from seq2seq.data import data_root, load_corpus
+from seq2seq.data.docs.sources import domain_of
 from seq2seq.decoding import DecodeSettings, decode_settings
 from seq2seq.errors import UserError, exit_on_user_error
 from seq2seq.evaluation.aer import probe_alignment
+from seq2seq.evaluation.compare_report import write_report
 from seq2seq.evaluation.decode_and_score import decode_and_score, decode_ids
 from seq2seq.evaluation.hypotheses import read_hypotheses
 from seq2seq.evaluation.metrics import (
@@ -35,26 +36,13 @@ from seq2seq.evaluation.metrics import (
     bleu_difference,
     bleu_gap_by_length,
     bleu_tokenize_for,
+    scores_by_domain,
 )
 from seq2seq.inference import load_for_inference
 from seq2seq.tokenization import EOS_ID
-from seq2seq.visualization import (
-    bleu_bars,
-    bleu_curves,
-    figure_to_png,
-    fonts_for,
-    length_plot,
-    side_by_side,
-)
+from seq2seq.visualization import fonts_for
 
 CONFIG_DIR = Path(__file__).resolve().parents[1] / "configs"
-COLUMNS = [  # peak_memory_mib: the training process's on the CPU, before / after its final test
-    "variant", "parameters", "steps", "train_time_s", "train_tokens_per_s",
-    "peak_memory_mib_training", "peak_memory_mib", "valid_bleu",
-    "test_bleu_greedy", "test_bleu_beam5", "test_chrf_beam5", "aer", "aer_diagonal",
-    "aer_shifted", "sure_accuracy", "copy_accuracy", "aer_best_head", "aer_shift_att",
-    "probe_translation", "probe_weights",
-]
 
 
 def split_overrides(overrides: list[str]) -> tuple[list[str], list[str]]:
@@ -129,6 +117,9 @@ def study_variant(variant: str, run_dir: Path, metrics: dict[str, Any]) -> dict[
     beam_hyps = read_hypotheses(run_dir / "test.hyp")
     buckets = bleu_by_length(test.src_text, beam_hyps, test.tgt_text,
                              edges=tuple(cfg.data.length_buckets), tokenize=tokenize)
+    domains = [domain_of(d) for d in test.documents or []]
+    by_domain = scores_by_domain(domains, beam_hyps, test.tgt_text, tokenize) if (
+        domains and None not in domains and len(set(domains)) > 1) else []
     probe = list(cfg.data.probe)[:1]
     probe_row: dict[str, Any] = {}
     if probe:
@@ -174,7 +165,8 @@ def study_variant(variant: str, run_dir: Path, metrics: dict[str, Any]) -> dict[
         "probe_translation": probe_row.get("translation", ""),
         "probe_weights": probe_row.get("weights", ""),
     }
-    return {"row": row, "buckets": buckets, "probe": probe_row, "history": metrics["history"],
+    return {"row": row, "buckets": buckets, "by_domain": by_domain, "probe": probe_row,
+            "history": metrics["history"],
             "signature": test_metrics["bleu_signature"], "test_set": test_metrics["test_set"],
             "alignment": alignment, "scored": (test.src_text, beam_hyps, test.tgt_text),
             "documents": test.documents, "edges": tuple(cfg.data.length_buckets),
@@ -215,141 +207,6 @@ def _same_test_set(studies: dict[str, dict[str, Any]]) -> dict[str, tuple]:
     return {variant: s["scored"] for variant, s in studies.items()}
 
 
-def fmt(value: Any) -> str:
-    if isinstance(value, float | int):
-        return f"{value:,.2f}" if isinstance(value, float) else f"{value:,}"
-    return "–" if value is None else str(value)
-
-
-def against_baseline(buckets: dict[str, list[dict]], baseline: str = "vanilla",
-                     intervals: dict[str, dict[str, list[dict]]] | None = None) -> list[str]:
-    """The length study's gap rows: each variant's BLEU per bucket minus the baseline's, in BLEU
-    points, then as a ratio (markdown rows in the order of `buckets`; none without the baseline),
-    then the 95% interval of the gap in points where `intervals` (of `gap_intervals`) has it,
-    then the change of the gap from the bucket before, with its interval.
-
-    Both matter: a baseline near zero BLEU on long sentences has little left to lose there, so
-    the difference in points can shrink while the ratio grows. The interval of a change says
-    whether the gap moved from one bucket to the next by more than the bootstrap's draw.
-    """
-    if baseline not in buckets:
-        return []
-    names = [b["bucket"] for b in buckets[baseline]]
-    base = {b["bucket"]: b["bleu"] for b in buckets[baseline]}
-    others = {v: {b["bucket"]: b["bleu"] for b in bs} for v, bs in buckets.items() if v != baseline}
-
-    def row(label: str, cells: list[str]) -> str:
-        return f"| {label} | " + " | ".join(cells) + " |"
-
-    points = [row(f"{v} − {baseline} (BLEU points)", [
-        fmt(bleu[n] - base[n]) if n in bleu else "–" for n in names]) for v, bleu in others.items()]
-    ratios = [row(f"{v} / {baseline}", [
-        f"{bleu[n] / base[n]:.1f}×" if n in bleu and base[n] > 0 else "–" for n in names])
-        for v, bleu in others.items()]
-    spans, steps = [], []
-    for v, study in (intervals or {}).items():
-        by_name = {r["bucket"]: r for r in study["buckets"]}
-        spans.append(row(f"{v} − {baseline}, 95% interval", [
-            f"{by_name[n]['low']:.2f} to {by_name[n]['high']:.2f}" if n in by_name else "–"
-            for n in names]))
-        by_step = {r["to"]: r for r in study["steps"]}
-        steps.append(row(f"{v}: change of the gap from the bucket before, 95% interval", [
-            f"{fmt(by_step[n]['change'])} ({by_step[n]['low']:.2f} to {by_step[n]['high']:.2f})"
-            if n in by_step else "–" for n in names]))
-    return points + ratios + spans + steps
-
-
-def difference_rows(differences: list[dict[str, Any]]) -> list[str]:
-    """Markdown rows of `pairwise_differences`."""
-    if not differences:
-        return []
-    return ["| a − b | test BLEU difference | 95% interval |", "|---|---|---|",
-            *(f"| {d['a']} − {d['b']} | {fmt(d['difference'])} | {d['low']:.2f} to "
-              f"{d['high']:.2f} |" for d in differences)]
-
-
-def write_report(out_dir: Path, studies: dict[str, dict[str, Any]], command: str,
-                 intervals: dict[str, dict[str, list[dict]]] | None = None,
-                 differences: list[dict[str, Any]] | None = None) -> None:
-    out_dir.mkdir(parents=True, exist_ok=True)
-    rows = [s["row"] for s in studies.values()]
-    with open(out_dir / "compare.csv", "w", newline="", encoding="utf-8") as f:
-        writer = csv.DictWriter(f, fieldnames=COLUMNS)
-        writer.writeheader()
-        writer.writerows(rows)
-    any_study = next(iter(studies.values()))
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
-                            text=True, check=False).stdout.strip() or "unknown"
-    lines = [
-        "# Variant comparison",
-        "",
-        f"{datetime.now():%Y-%m-%d %H:%M}, commit {commit}, {torch.get_num_threads()} CPU "
-        f"threads, `{command}`.",
-        f"Test set: {any_study['test_set']}. BLEU signature: `{any_study['signature']}`.",
-        "",
-        "| " + " | ".join(COLUMNS) + " |",
-        "|" + "---|" * len(COLUMNS),
-        *("| " + " | ".join(fmt(r[c]) for c in COLUMNS) + " |" for r in rows),
-        "",
-        "## Test BLEU (beam 5) by source length (words)",
-        "",
-    ]
-    bucket_names = [b["bucket"] for b in max((s["buckets"] for s in studies.values()), key=len)]
-    lines += ["| variant | " + " | ".join(bucket_names) + " |",
-              "|---|" + "---|" * len(bucket_names)]
-    for variant, s in studies.items():
-        by_name = {b["bucket"]: b for b in s["buckets"]}
-        lines.append(f"| {variant} | " + " | ".join(
-            fmt(by_name[n]["bleu"]) if n in by_name else "–" for n in bucket_names) + " |")
-    counts = {b["bucket"]: b["n"] for b in any_study["buckets"]}
-    lines.append("| sentences | " + " | ".join(fmt(counts.get(n)) for n in bucket_names) + " |")
-    lines += against_baseline({v: s["buckets"] for v, s in studies.items()},
-                              intervals=intervals)
-    lines += [f"| {v}: output/reference length / 4-gram precision | " + " | ".join(  # cut short,
-        f"{got[n]['length_ratio']:.2f} / {got[n]['precisions'][3]:.1f}" if n in got else "–"
-        for n in bucket_names) + " |"  # or wrong words at the right length
-        for v, got in ((v, {b["bucket"]: b for b in s["buckets"]}) for v, s in studies.items())]
-    unit = "sentences" if any_study["documents"] is None else "families of documents"
-    lines += ["", "Intervals: 95% paired bootstrap, 1,000 draws with replacement of the test "
-              f"set's {unit}, within each length bucket for the length study (every draw holds "
-              "every bucket), over the whole test set for the differences.", "",
-              "## Test BLEU difference between variants", "", *difference_rows(differences or [])]
-    lines += ["", "AER: attention teacher-forced on the test references against eflomal word "
-              "alignments (lower is better); aer_diagonal and aer_shifted score the diagonal "
-              "and the diagonal shifted by one word on the same words; aer_shift_att: Shift-Att, "
-              "the attention of the step that reads each word (the step after the one that "
-              "predicts it), for the Transformer at the layer chosen on validation; "
-              "probe_weights: the first probe teacher-forced on its reference."]
-    for variant, s in studies.items():
-        if "best_head" in s["alignment"]:
-            best, layers = s["alignment"]["best_head"], s["alignment"]["layers"]
-            lines += ["", f"{variant}: best cross-attention head (chosen on validation) layer "
-                      f"{best['layer']} head {best['head']}: AER {fmt(best['aer'])}; per-layer "
-                      "mean over heads: " + ", ".join(
-                          f"layer {i} {fmt(row['aer'])}" for i, row in enumerate(layers)) + "."]
-        if (s["alignment"].get("shift_att") or {}).get("layers"):
-            shift = s["alignment"]["shift_att"]
-            lines += ["", f"{variant}: Shift-Att (layer chosen on validation) layer "
-                      f"{shift['layer']}: AER {fmt(shift['aer'])}; per layer: " + ", ".join(
-                          f"layer {i} {fmt(row['aer'])}"
-                          for i, row in enumerate(shift["layers"])) + "."]
-    lines += ["", "Plots: `compare_bleu.png`, `compare_curves.png`, `compare_length.png`, "
-              "`probe_attention.png`.", ""]
-    (out_dir / "compare.md").write_text("\n".join(lines), encoding="utf-8")
-
-    figure_to_png(bleu_bars({v: s["row"]["test_bleu_beam5"] for v, s in studies.items()},
-                            "test BLEU, beam 5"), out_dir / "compare_bleu.png")
-    figure_to_png(bleu_curves({v: [(h["time"], h["valid_bleu"]) for h in s["history"]]
-                               for v, s in studies.items()}), out_dir / "compare_curves.png")
-    figure_to_png(length_plot({v: s["buckets"] for v, s in studies.items()}),
-                  out_dir / "compare_length.png")
-    maps = {v: (s["probe"]["attention"], s["probe"]["src_pieces"], s["probe"]["tgt_pieces"])
-            for v, s in studies.items() if s["probe"].get("attention") is not None}
-    if maps:
-        figure_to_png(side_by_side(maps, title=any_study["probe"]["source"]),
-                      out_dir / "probe_attention.png")
-
-
 @exit_on_user_error
 def main(argv: list[str] | None = None) -> None:
     overrides = list(sys.argv[1:] if argv is None else argv)
@@ -385,7 +242,7 @@ def main(argv: list[str] | None = None) -> None:
     write_report(out_dir, studies, " ".join(["python -m seq2seq.compare", *overrides]),
                  intervals, differences)
     (out_dir / "compare.json").write_text(json.dumps(
-        {"variants": {v: {**{k: s[k] for k in ("row", "buckets", "history")},
+        {"variants": {v: {**{k: s[k] for k in ("row", "buckets", "by_domain", "history")},
                           **({"gap_to_vanilla": intervals[v]} if v in intervals else {})}
                       for v, s in studies.items()},
          "differences": differences,

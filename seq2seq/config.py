@@ -12,83 +12,24 @@ them into plain arguments.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from enum import Enum
 from typing import Any
 
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING
 
-
-class Choice(str, Enum):
-    """A string option with a fixed set of values. Typing a field with one makes a wrong value
-    fail when the config is composed, with the key and the allowed values in the message. A
-    member compares equal to its string, so code reads `cfg.trainer.schedule == "plateau"`."""
-
-    def __str__(self) -> str:
-        return str(self.value)
-
-
-class Source(Choice):
-    ding = "ding"
-    hf = "hf"
-    files = "files"
-    docs = "docs"
-
-
-class Precision(Choice):
-    auto = "auto"
-    bf16 = "bf16"
-    fp16 = "fp16"
-    fp32 = "fp32"
-
-
-class Schedule(Choice):
-    constant = "constant"
-    inverse_sqrt = "inverse_sqrt"
-    plateau = "plateau"
-    linear = "linear"
-    wsd = "wsd"
-
-
-class AveragedWeights(Choice):
-    evaluated = "evaluated"
-    trained = "trained"
-
-
-class Cell(Choice):
-    gru = "gru"
-    lstm = "lstm"
-
-
-class Score(Choice):
-    dot = "dot"
-    general = "general"
-
-
-class Engine(Choice):
-    torch = "torch"
-    ctranslate2 = "ctranslate2"
-
-
-class Quantization(Choice):
-    float32 = "float32"
-    int8 = "int8"
-
-
-class Init(Choice):
-    torch = "torch"
-    xavier = "xavier"
-
-
-class Positions(Choice):
-    sinusoidal = "sinusoidal"
-    relative = "relative"
-
-
-class AttentionFn(Choice):
-    softmax = "softmax"
-    sparsemax = "sparsemax"
-    entmax15 = "entmax15"
+from seq2seq.choices import (
+    AttentionFn,
+    AveragedWeights,
+    Cell,
+    Engine,
+    Init,
+    Positions,
+    Precision,
+    Quantization,
+    Schedule,
+    Score,
+    Source,
+)
 
 
 @dataclass
@@ -140,10 +81,11 @@ class FilesDataConfig(DataConfig):
 
 @dataclass
 class DocsDataConfig(DataConfig):
-    """Documentation from Debian packages (source: docs, seq2seq/data/docs)."""
+    """Text from Debian packages (source: docs, seq2seq/data/docs)."""
 
     docs_sources: list[str] = MISSING
     allow_missing: bool = MISSING
+    test_buckets: dict[str, int] = MISSING  # domain -> md5 buckets to test, where not 4
 
 
 @dataclass

@@ -22,12 +22,13 @@ from omegaconf import DictConfig, OmegaConf
 
 from seq2seq.alignment import corpus_links
 from seq2seq.config import register_configs
-from seq2seq.corpus import SPLITS, encode_split
+from seq2seq.corpus import SPLITS, documents_of, encode_split
 from seq2seq.data import data_root, load_corpus
+from seq2seq.data.docs.sources import domain_of
 from seq2seq.errors import UserError, exit_on_user_error
 from seq2seq.evaluation.decode_and_score import choose_best, decode_and_score
 from seq2seq.evaluation.hypotheses import write_hypotheses
-from seq2seq.evaluation.metrics import bleu_by_length, bleu_tokenize_for
+from seq2seq.evaluation.metrics import bleu_by_length, bleu_tokenize_for, scores_by_domain
 from seq2seq.inference import Loaded, load_models, resolve_device, search_settings
 from seq2seq.models.base import count_parameters
 
@@ -117,6 +118,8 @@ def evaluate(
             result.sources, result.hypotheses, result.references, tokenize=tokenize,
             **length_edges(cfg),
         ),
+        "by_domain": split_domains(documents_of(corpus[split]), result.hypotheses,
+                                   result.references, tokenize),
         "truncated": encoded[split].truncated,
         "decode_seconds": round(seconds, 2),
         "checkpoint": str(loaded.checkpoint),
@@ -133,6 +136,16 @@ def evaluate(
     print(report(metrics))
     print(f"hypotheses: {hyp_path}\nmetrics: {json_path}")
     return metrics
+
+
+def split_domains(documents: list[str] | None, hypotheses: list[str], references: list[str],
+                  tokenize: str) -> list[dict[str, Any]]:
+    """BLEU and chrF per domain (`metrics.scores_by_domain`) where the split's documents name
+    domains (data=debian_en_ko: documentation, interface, descriptions, fiction), else []."""
+    domains = [domain_of(document) for document in documents or []]
+    if not domains or None in domains or len(set(domains)) < 2:
+        return []
+    return scores_by_domain(domains, hypotheses, references, tokenize)
 
 
 def model_name(loaded: Loaded) -> str:
@@ -168,6 +181,10 @@ def report(metrics: dict[str, Any]) -> str:
         f"  chrF {metrics['chrf']:.2f}  {metrics['chrf_signature']}",
     ]
     lines += alignment_lines(metrics["alignment"])
+    if metrics.get("by_domain"):
+        lines.append("  BLEU / chrF by domain: " + ", ".join(
+            f"{row['domain']} {row['bleu']:.1f} / {row['chrf']:.1f} ({row['n']})"
+            for row in metrics["by_domain"]))
     buckets = ", ".join(f"{row['bucket']}: {row['bleu']:.1f} ({row['n']})"
                         for row in metrics["bleu_by_length"])
     lines.append(f"  BLEU by source words: {buckets}")

@@ -9,14 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from seq2seq.compare import (
-    COLUMNS,
-    against_baseline,
-    gap_intervals,
-    main,
-    pairwise_differences,
-    write_report,
-)
+from seq2seq.compare import gap_intervals, main, pairwise_differences
+from seq2seq.evaluation.compare_report import COLUMNS, against_baseline, write_report
 from seq2seq.evaluation.metrics import bleu_by_length, score
 from tests.tiny import QUICK_TRAINER, corpus_overrides
 

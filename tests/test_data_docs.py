@@ -343,7 +343,7 @@ def test_each_filter_rule() -> None:
          Segment("Zwei Wörter", "Two words", "a")], seen, duplicates)
     assert kept == [Segment("Wählen Sie die Zellen aus.", "Select the cells.", "a")]
     assert dropped == {"empty": 0, "duplicate": 1, "identical": 0, "short": 1, "ratio": 0,
-                       "untranslated": 0}
+                       "placeholder": 0, "untranslated": 0}
     assert seen == {("Wählen Sie die Zellen aus.", "Select the cells.")}
     assert duplicates == [Segment("Wählen Sie die Zellen aus.", "Select the cells.", "b")]
 

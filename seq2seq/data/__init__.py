@@ -74,6 +74,7 @@ def _docs(cfg: DocsDataConfig, root: Path) -> datasets.DatasetDict:
         tgt_lang=cfg.tgt_lang,
         sources=list(cfg.docs_sources),
         allow_missing=cfg.allow_missing,
+        test_buckets=dict(cfg.test_buckets),
     )
 
 

@@ -40,7 +40,7 @@ CORPUS_FILE = "corpus.json.xz"
 SPLITS = ("train", "validation", "test")
 LINK_FILES = tuple(f"{split}.{kind}" for split in SPLITS for kind in ("sure", "possible"))
 # the settings of each source that decide its pairs: an export serves a config that agrees
-SHAPING = {"ding": ("phrase_pairs",), "docs": ("docs_sources",),
+SHAPING = {"ding": ("phrase_pairs",), "docs": ("docs_sources", "test_buckets"),
            "hf": ("hf_path", "hf_config", "hf_revision", "hf_data_files"), "files": ()}
 CLEANING = ("max_words", "max_ratio", "max_train_pairs")
 STORED = re.compile(r"corpus\.json\.xz|(tokenizers|alignments)/[\w-][\w.-]*/[\w-][\w.-]*\.xz")

@@ -36,6 +36,7 @@ def load_docs(
     sources: Sequence[str],
     allow_missing: bool,
     fetch: Fetch = apt_get_download,
+    test_buckets: dict[str, int] | None = None,
 ) -> datasets.DatasetDict:
     """The documentation corpus in the direction src_lang -> tgt_lang (English and German or
     Korean, either way round), with each pair's family of documents (the unit of its split) in
@@ -48,6 +49,7 @@ def load_docs(
         sources: the sources to build from (names in `sources.SOURCES`).
         allow_missing: build from the packages at hand when some cannot be fetched.
         fetch: downloads .deb files (tests pass a fake).
+        test_buckets: domain -> its test share in md5 buckets, where not the default.
     """
     lang = tgt_lang if src_lang == "en" else src_lang
     if "en" not in (src_lang, tgt_lang) or lang not in LANGUAGES:
@@ -56,7 +58,8 @@ def load_docs(
             f"data.src_lang={src_lang} and data.tgt_lang={tgt_lang} must be en and one of "
             "them (either way round)"
         )
-    corpus = build_docs(root, sources, lang=lang, allow_missing=allow_missing, fetch=fetch)
+    corpus = build_docs(root, sources, lang=lang, allow_missing=allow_missing, fetch=fetch,
+                        test_buckets=test_buckets)
     splits: dict[str, tuple[list[str], list[str]]] = {}
     for name in SPLITS:
         translated = [segment.translation for segment in corpus.splits[name]]

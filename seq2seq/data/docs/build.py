@@ -15,11 +15,12 @@ import json
 import os
 import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from seq2seq.data.docs.descriptions import I18N_DIR, IndexFile, fetch_translations
 from seq2seq.data.docs.filters import (
     SPLITS,
     TEST_BUCKETS,
@@ -28,6 +29,7 @@ from seq2seq.data.docs.filters import (
     filter_segments,
     remove_train_twins,
     split_of_document,
+    strip_accelerators,
 )
 from seq2seq.data.docs.packages import Fetch, Package, apt_get_download, obtain_packages, unpack
 from seq2seq.data.docs.segments import PageCounts, Segment, normalize_space
@@ -35,7 +37,9 @@ from seq2seq.data.docs.sources import LANGUAGE_NAMES, LANGUAGES
 from seq2seq.data.leakage import NEAR_SIMILARITY
 from seq2seq.errors import UserError
 
-EXTRACTION_VERSION = 2  # 2: families kept on one side of the split, near twins removed
+# 2: families kept on one side of the split, near twins removed; 3 (Korean): accelerators
+# stripped, pairs with placeholders dropped, the test share set per domain
+EXTRACTION_VERSIONS = {"de": 2, "ko": 3}
 LONG_WORDS = 30  # held-out pairs with more words than this on a side are counted apart
 
 
@@ -61,6 +65,8 @@ def build_docs(
     lang: str = "de",
     allow_missing: bool = False,
     fetch: Fetch = apt_get_download,
+    test_buckets: dict[str, int] | None = None,
+    fetch_indexes: Callable[[Path], list[IndexFile]] = fetch_translations,
 ) -> DocsCorpus:
     """Fetch, align, filter and split the chosen sources, or reuse the cached result.
 
@@ -72,6 +78,10 @@ def build_docs(
         allow_missing: build from the sources whose packages are all at hand when some
             package cannot be fetched (they are listed in the manifest); else fail.
         fetch: downloads .deb files into a folder (tests pass a fake).
+        test_buckets: domain -> the md5 buckets (of 100) that go to test, for the domains
+            whose test share differs from TEST_BUCKETS (`filters.split_of_document`).
+        fetch_indexes: finds or downloads apt's description indexes into `<raw>/i18n/`, for
+            the sources that read them (tests pass a local mirror).
 
     Raises:
         UserError: an unknown source name, a package that cannot be fetched (unless
@@ -88,7 +98,16 @@ def build_docs(
     names = list(dict.fromkeys(p for name in sources for p in known[name].packages))
     raw_dir = root / "raw"
     packages, missing = obtain_packages(names, raw_dir, fetch=fetch, allow_missing=allow_missing)
-    usable = [name for name in sources if set(known[name].packages) <= packages.keys()]
+    indexes: list[IndexFile] = []
+    if any(known[name].indexes for name in sources):
+        try:
+            indexes = fetch_indexes(raw_dir)
+        except UserError as err:
+            if not allow_missing:
+                raise
+            missing.append(f"the description indexes ({err})")
+    usable = [name for name in sources if set(known[name].packages) <= packages.keys()
+              and (indexes or not known[name].indexes)]
     if missing:
         left_out = [name for name in sources if name not in usable]
         print(f"building without the missing package(s) {', '.join(missing)} "
@@ -96,12 +115,17 @@ def build_docs(
     if not usable:
         raise UserError(f"no source of data.docs_sources={list(sources)} has all its packages; "
                         "fetch them (see above) and run again")
-    used = [packages[p] for p in dict.fromkeys(p for n in usable for p in known[n].packages)]
+    used: list[Package | IndexFile] = [
+        packages[p] for p in dict.fromkeys(p for n in usable for p in known[n].packages)]
+    test_buckets = dict(sorted((test_buckets or {}).items()))
+    version = EXTRACTION_VERSIONS[lang]
+    used += [index for index in indexes if any(known[name].indexes for name in usable)]
     key = hashlib.sha256(json.dumps(
-        [EXTRACTION_VERSION, usable, [[p.name, p.version, p.sha256] for p in used]]
+        [version, usable, [[p.name, p.version, p.sha256] for p in used]]
+        + ([test_buckets] if test_buckets else [])
     ).encode("utf-8")).hexdigest()
     prefix = "" if lang == "de" else f"{lang}-"  # the German caches keep their names
-    folder = root / "docs" / f"{prefix}v{EXTRACTION_VERSION}-{key[:16]}"
+    folder = root / "docs" / f"{prefix}v{version}-{key[:16]}"
     if (folder / "manifest.json").is_file() and (folder / "corpus.json").is_file():
         stored = json.loads((folder / "corpus.json").read_text(encoding="utf-8"))
         corpus = DocsCorpus(
@@ -112,7 +136,7 @@ def build_docs(
         print(f"documentation corpus: reusing {folder}")
     else:
         started = time.monotonic()
-        corpus = _build(usable, used, missing, raw_dir, folder, lang)
+        corpus = _build(usable, used, missing, raw_dir, folder, lang, test_buckets)
         print(f"documentation corpus: built {folder} in {time.monotonic() - started:.0f} s")
     _print_counts(corpus.manifest, lang)
     return corpus
@@ -120,27 +144,33 @@ def build_docs(
 
 def _build(
     sources: list[str],
-    packages: list[Package],
+    packages: list[Package | IndexFile],
     missing: list[str],
     raw_dir: Path,
     folder: Path,
     lang: str,
+    test_buckets: dict[str, int],
 ) -> DocsCorpus:
-    by_name = {package.name: package for package in packages}
+    by_name = {package.name: package for package in packages if isinstance(package, Package)}
+    sources_of_lang = LANGUAGES[lang]
+    marks = strip_accelerators if lang == "ko" else str
     seen: set[tuple[str, str]] = set()
     duplicates: list[Segment] = []
     kept_by_source: dict[str, list[Segment]] = {}
     reports: dict[str, dict[str, Any]] = {}
     for name in sources:
-        source = LANGUAGES[lang][name]
+        source = sources_of_lang[name]
         roots = {p: unpack(by_name[p], raw_dir) for p in source.packages}
+        if source.indexes:
+            roots["i18n"] = raw_dir / I18N_DIR
         page_counts: list[PageCounts] = []
         segments = (
-            Segment(normalize_space(s.translation), normalize_space(s.en), s.document)
+            Segment(normalize_space(marks(s.translation)), normalize_space(s.en), s.document)
             for s in source.align(roots, name, page_counts)
         )
         kept_by_source[name], dropped = filter_segments(segments, seen, duplicates, lang)
-        reports[name] = {"packages": list(source.packages), "dropped": dropped}
+        reports[name] = {"packages": list(source.packages), "domain": source.domain,
+                         "dropped": dropped}
         if page_counts:
             reports[name]["pages"] = page_counts[0]._asdict()
     kept = [segment for segments in kept_by_source.values() for segment in segments]
@@ -148,7 +178,9 @@ def _build(
     splits: dict[str, list[Segment]] = {name: [] for name in SPLITS}
     for segment in kept:
         family = families[segment.document]
-        split = "train" if family in aggregators else split_of_document(family)
+        domain = sources_of_lang[segment.document.partition("/")[0]].domain
+        split = "train" if family in aggregators else split_of_document(
+            family, test_buckets.get(domain, TEST_BUCKETS))
         splits[split].append(segment._replace(family=family))
     removed = remove_train_twins(splits)
     for name, report in reports.items():
@@ -157,15 +189,18 @@ def _build(
             for split in SPLITS
         }
         report["pairs"] = sum(report["splits"].values())
+    domains = sorted({report["domain"] for report in reports.values()})
     manifest = {
-        "extraction_version": EXTRACTION_VERSION,
+        "extraction_version": EXTRACTION_VERSIONS[lang],
         "language": lang,
         "packages": [package.record() for package in packages],
         "missing_packages": missing,
         "sources": reports,
         "split_rule": (
-            f"md5(family) % 100: 0-{TEST_BUCKETS - 1} test, "
-            f"{TEST_BUCKETS}-{TEST_BUCKETS + VALIDATION_BUCKETS - 1} validation, rest train; "
+            f"md5(family) % 100: 0 to T-1 test, T to T+{VALIDATION_BUCKETS - 1} validation, "
+            f"rest train, T = {TEST_BUCKETS}"
+            + "".join(f", {domain} {n}" for domain, n in test_buckets.items())
+            + "; "
             "aggregator families in train; then validation/test pairs with an exact, normalised "
             f"or near (similarity >= {NEAR_SIMILARITY}) twin of a side in train are removed"
         ),
@@ -177,6 +212,11 @@ def _build(
         },
         "removed_from_held_out": removed,
         "splits": {name: len(splits[name]) for name in SPLITS},
+        "domains": {
+            domain: {split: sum(sources_of_lang[s.document.partition("/")[0]].domain == domain
+                                for s in splits[split]) for split in SPLITS}
+            for domain in domains
+        },
         f"held_out_over_{LONG_WORDS}_words": {
             split: {side: sum(len(text.split()) > LONG_WORDS
                               for s in splits[split]
@@ -204,13 +244,17 @@ def _print_counts(manifest: dict[str, Any], lang: str) -> None:
     for name, report in manifest["sources"].items():
         per_split = " / ".join(f"{split} {report['splits'][split]:,}" for split in SPLITS)
         dropped = ", ".join(f"{reason} {n:,}" for reason, n in report["dropped"].items())
-        print(f"  {name}: {report['pairs']:,} pairs ({per_split}); dropped {dropped}")
+        domain = f", {report['domain']}" if "domain" in report else ""
+        print(f"  {name}: {report['pairs']:,} pairs{domain} ({per_split}); dropped {dropped}")
     totals = manifest["splits"]
     long_test = manifest[f"held_out_over_{LONG_WORDS}_words"]["test"]
     print(f"  all: {sum(totals.values()):,} pairs: "
           + ", ".join(f"{split} {totals[split]:,}" for split in SPLITS)
           + f"; test pairs over {LONG_WORDS} words: {long_test[lang]:,} {LANGUAGE_NAMES[lang]}, "
           f"{long_test['en']:,} English")
+    for domain, counts in manifest.get("domains", {}).items():
+        print(f"  {domain}: {sum(counts.values()):,} pairs: "
+              + ", ".join(f"{split} {counts[split]:,}" for split in SPLITS))
     families = manifest["families"]
     print(f"  families: {families['documents']:,} documents in {families['families']:,} "
           f"families (largest {families['largest']:,} documents), "

@@ -11,7 +11,15 @@ Filter, in this order, each pair counted under the first rule it fails:
   for Korean, fewer than half of its letters are Hangul (the Korean LibreOffice help and
   gimp-help fall back to the English text, sometimes behind a Korean word: "그림 Layers
   dialog"; on Debian 12 the Korean sides' Hangul shares cluster at 0 and above 0.9);
+- placeholder (Korean): a side holds a format placeholder or markup that a program fills in
+  at run time (`PLACEHOLDER`: `%s`, `%1$d`, `%1`, `%(name)s`, `{name}`, `{ $count }`, `<b>`,
+  `[player]`, `$nick`, `~a`). The pair is dropped whole: cutting the placeholder out leaves
+  a fragment ("You use the to clean yourself off"). LibreOffice's `%PRODUCTNAME` is a
+  product name written the same on both sides, not a hole in the sentence, and stays;
 - duplicate: the same (translation, English) pair came earlier (in any source).
+Korean interface strings carry their accelerator after the text (`선택하십시오(~W).`, `(_W)`,
+`(&W)`): `strip_accelerators` removes it before the filter, as the English side's `~`, `_`
+and `&` marks are removed by the extractors.
 Split: a pair goes where its family goes, by `md5(family) % 100` (documents, not lines,
 because documentation repeats its boilerplate). A family is a set of documents that share
 text, kept on one side of the split (`document_families`):
@@ -42,7 +50,8 @@ from seq2seq.data.docs.segments import Segment
 from seq2seq.data.leakage import RULES, PairTwins, normalise
 
 SPLITS = ("train", "validation", "test")
-DROP_REASONS = ("empty", "identical", "short", "ratio", "untranslated", "duplicate")
+DROP_REASONS = ("empty", "identical", "short", "ratio", "untranslated", "placeholder",
+                "duplicate")
 MIN_EN_WORDS = 3
 MAX_SHARED_WORDS = 0.6
 TEST_BUCKETS = 4  # md5 % 100 below this: test (about 4% of the documents)
@@ -66,18 +75,42 @@ class LanguageRules:
         max_char_ratio: the largest kept.
         min_hangul_share: the least share of the translated side's letters that are Hangul
             (None: no script check).
+        drop_placeholders: drop the pairs with a placeholder on either side (PLACEHOLDER).
     """
 
     min_char_ratio: float
     max_char_ratio: float
     min_hangul_share: float | None = None
+    drop_placeholders: bool = False
 
 
 RULES_BY_LANGUAGE = {
     "de": LanguageRules(0.4, 2.5),
-    "ko": LanguageRules(0.15, 1.2, min_hangul_share=0.5),
+    "ko": LanguageRules(0.15, 1.2, min_hangul_share=0.5, drop_placeholders=True),
 }
 _TRAILING_DIGITS = re.compile(r"[\d_.-]+$")
+PLACEHOLDER = re.compile(
+    r"%(?:\d+\$)?[-+0#]*\d*(?:\.\d+)?(?:hh|h|ll|l|z)?[sdiufFeEgGxXoScp@]"  # printf: %s %1$d %S
+    r"|%\(\w+\)[sdr]"  # Python's %(name)s
+    r"|%\d"  # positional: %1 (Qt, LibreOffice)
+    r"|\{[^{}]*\}"  # {name}, {0}, Fluent's { $count }
+    r"|</?[A-Za-z][^<>]*>"  # markup: <b>, <color_red>, </a>
+    r"|\[[A-Za-z_][\w.]*\]"  # Ren'Py's [player]
+    r"|\$[A-Za-z_][\w.|]*"  # Wesnoth's $nick, $unit.name
+    r"|~[as](?!\w)"  # Scheme's format: ~a (aisleriot)
+)
+# a Korean interface string's accelerator, written after the word: 선택하십시오(~W), 파일(&F)
+KOREAN_ACCELERATOR = re.compile(r"(?<=\S)\([~_&]?[A-Za-z0-9]\)")
+
+
+def has_placeholder(text: str) -> bool:
+    """Whether `text` holds a format placeholder or markup (PLACEHOLDER)."""
+    return PLACEHOLDER.search(text) is not None
+
+
+def strip_accelerators(text: str) -> str:
+    """`text` without the accelerators Korean interface strings carry after a word."""
+    return KOREAN_ACCELERATOR.sub("", text)
 
 
 def shared_word_share(translation: str, en: str) -> float:
@@ -120,6 +153,8 @@ def drop_reason(translation: str, en: str, lang: str = "de") -> str | None:
         rules.min_hangul_share is not None and hangul_share(translation) < rules.min_hangul_share
     ):
         return "untranslated"
+    if rules.drop_placeholders and (has_placeholder(translation) or has_placeholder(en)):
+        return "placeholder"
     return None
 
 
@@ -242,13 +277,14 @@ def document_families(segments: Iterable[Segment]) -> tuple[dict[str, str], set[
     return {doc: groups.find(name) for doc, name in family.items()}, aggregators
 
 
-def split_of_document(document: str) -> str:
-    """The split of every pair of `document` (a family's name), from `md5(document) % 100`."""
+def split_of_document(document: str, test_buckets: int = TEST_BUCKETS) -> str:
+    """The split of every pair of `document` (a family's name), from `md5(document) % 100`:
+    below `test_buckets` test, the next VALIDATION_BUCKETS validation, the rest train."""
     digest = hashlib.md5(document.encode("utf-8"), usedforsecurity=False).hexdigest()
     bucket = int(digest, 16) % 100
-    if bucket < TEST_BUCKETS:
+    if bucket < test_buckets:
         return "test"
-    if bucket < TEST_BUCKETS + VALIDATION_BUCKETS:
+    if bucket < test_buckets + VALIDATION_BUCKETS:
         return "validation"
     return "train"
 

@@ -1,12 +1,19 @@
-"""The documentation sources of each language: which Debian packages each needs and how it
-aligns them.
+"""The sources of each language: which Debian packages each needs, how it aligns them, and
+its domain.
 
 A source is built only when all its packages are at hand. The names are Debian 12 (bookworm)
 package names; every package is `Architecture: all` except the program packages of
-`program-manpages`, of which only the manual pages are read. German (`SOURCES`) has the most;
-Korean (`KO_SOURCES`) has the LibreOffice help and catalogs, the GNOME help and system
-administration guide, the installation guide and the Debian FAQ, and gimp-help (mostly
-untranslated: the Hangul filter keeps its translated part; not in the default set).
+`program-manpages` and the desktop programs, of which only the manual pages or catalogs are
+read. German (`SOURCES`) has documentation; Korean (`KO_SOURCES`) has the LibreOffice help
+and catalogs, the GNOME help and system administration guide, the installation guide and the
+Debian FAQ, gimp-help (mostly untranslated: the Hangul filter keeps its translated part; not
+in data=docs_en_ko's set), and, for data=debian_en_ko, everything else Debian 12 ships in
+English and Korean (../../../../shared/DATA.md): game fiction and dialogue, Firefox and
+Thunderbird, desktop programs' catalogs, the translated package descriptions, Debian's
+history.
+
+Every source has a domain (DOMAINS), reported per domain by evaluate and compare, and the
+unit its split share is set by (`data.test_buckets`).
 """
 
 from __future__ import annotations
@@ -15,10 +22,15 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from seq2seq.data.docs.crawl_descriptions import align_crawl
+from seq2seq.data.docs.descriptions import align_descriptions
+from seq2seq.data.docs.gettext_catalogs import Catalogs, align_gettext
 from seq2seq.data.docs.libreoffice_help import align_help
 from seq2seq.data.docs.manpages import align_manpages
 from seq2seq.data.docs.manuals import Manual, align_manual
 from seq2seq.data.docs.mo_catalogs import align_catalogs
+from seq2seq.data.docs.mozilla import PRODUCTS, align_mozilla
+from seq2seq.data.docs.renpy import align_renpy
 from seq2seq.data.docs.segments import PageCounts, Segment
 
 # (package name -> unpacked root, source name, list that receives page counts) -> segments
@@ -34,23 +46,44 @@ PROGRAM_PACKAGES = (
 )
 
 
+DOCUMENTATION = "documentation"
+INTERFACE = "interface"
+DESCRIPTIONS = "descriptions"
+FICTION = "fiction"
+DOMAINS = (DOCUMENTATION, INTERFACE, DESCRIPTIONS, FICTION)
+
+
 @dataclass(frozen=True)
 class Source:
-    """One source of aligned documentation.
+    """One source of aligned text.
 
     Attributes:
         packages: the Debian packages it reads, all of them needed.
         align: yields its segments from the unpacked packages.
+        domain: one of DOMAINS.
+        indexes: whether it reads apt's translated package descriptions (fetched by
+            `descriptions.fetch_translations`, handed to `align` as `roots["i18n"]`).
     """
 
     packages: tuple[str, ...]
     align: Aligner
+    domain: str = DOCUMENTATION
+    indexes: bool = False
 
 
-def _manual_source(manual: Manual) -> Source:
+def _manual_source(manual: Manual, domain: str = DOCUMENTATION) -> Source:
     return Source(
         packages=tuple(dict.fromkeys((manual.en_package, manual.translation_package))),
         align=lambda roots, name, counts: align_manual(manual, roots, name, counts),
+        domain=domain,
+    )
+
+
+def _gettext_source(catalogs: tuple[Catalogs, ...], domain: str) -> Source:
+    return Source(
+        packages=tuple(dict.fromkeys(c.package for c in catalogs)),
+        align=lambda roots, name, counts: align_gettext(roots, name, catalogs),
+        domain=domain,
     )
 
 
@@ -64,6 +97,7 @@ SOURCES: dict[str, Source] = {  # German
     "libreoffice-l10n": Source(
         packages=("libreoffice-l10n-de",),
         align=lambda roots, name, counts: align_catalogs(roots["libreoffice-l10n-de"], name),
+        domain=INTERFACE,
     ),
     "manpages": Source(
         packages=("manpages", "manpages-dev", "manpages-de", "manpages-de-dev"),
@@ -138,6 +172,7 @@ KO_SOURCES: dict[str, Source] = {
         align=lambda roots, name, counts: align_catalogs(
             roots["libreoffice-l10n-ko"], name, lang="ko"
         ),
+        domain=INTERFACE,
     ),
     "gnome-user-docs": _manual_source(
         Manual("gnome-user-docs", "gnome-user-docs", "usr/share/help/C/gnome-help",
@@ -163,6 +198,92 @@ KO_SOURCES: dict[str, Source] = {
     ),
 }
 
+WESNOTH_CATALOGS = "usr/share/games/wesnoth/1.16/locale/ko/LC_MESSAGES/*.mo"
+WESNOTH_STORIES = ("wesnoth-anl", "wesnoth-multiplayer", "wesnoth-tutorial", "wesnoth-units")
+WESNOTH_CAMPAIGNS = ("trow", "low", "dm", "sotbe", "dw", "httt", "ei", "ttb", "tsg", "l", "did")
+WIDELANDS_CATALOGS = "usr/share/games/widelands/data/locale/ko/LC_MESSAGES/*.mo"
+WIDELANDS_STORIES = ("scenario_*", "map_*", "mp_scenario_*", "texts", "training_wheels")
+LOCALE_KO = "usr/share/**/ko/LC_MESSAGES/*.mo"
+RENPY_GAMES = {"renpy-thequestion": "the_question", "renpy-demo": "demo"}
+RENPY_INTERFACE = ("common", "screens", "options")  # the engine's menus, in every game
+
+
+def _renpy_source(packages: tuple[str, ...], interface: bool, domain: str) -> Source:
+    """The say lines of the named Ren'Py games, or (`interface`) their menu strings."""
+    def align(roots: dict[str, Path], name: str, counts: list[PageCounts]) -> Iterable[Segment]:
+        for package in packages:
+            for segment in align_renpy(roots[package], name, RENPY_GAMES[package]):
+                if (segment.document.rpartition("/")[2] in RENPY_INTERFACE) == interface:
+                    yield segment
+    return Source(packages=packages, align=align, domain=domain)
+
+
+# games whose catalogs mix menus, help and some story, read whole as interface
+GAMES = ("warzone2100-data", "naev-data", "ufoai-misc", "freeciv-data", "minetest-data")
+# the GNOME and KDE games and education programs with a Korean catalog (of 3 words or more)
+DESKTOP_PROGRAMS = (
+    "aisleriot", "gbrainy", "kwordquiz", "pychess", "kgoldrunner", "kgeography-data",
+    "ktouch-data", "palapeli-data", "kubrick", "gnome-tetravex", "ksudoku", "gnome-chess",
+    "knights", "iagno", "gnome-games-app", "killbots", "kpat", "gnome-robots", "gnome-nibbles",
+    "kanagram", "gnome-taquin", "tali", "khangman", "four-in-a-row", "quadrapassel",
+    "kreversi", "kmahjongg", "minuet-data", "gnome-mines", "gnome-sudoku", "kigo",
+    "granatier", "klettres-data", "ksquares", "gnome-2048", "lskat-data", "gnome-mahjongg",
+    "hitori", "swell-foop", "knetwalk", "five-or-more", "gnome-klotski", "blinken",
+)
+
+KO_SOURCES.update({
+    # game fiction and dialogue: item and monster text, messages, campaign and scenario stories
+    "cataclysm-dda": _gettext_source((Catalogs("cataclysm-dda-data", LOCALE_KO),), FICTION),
+    "wesnoth": _gettext_source(
+        (Catalogs("wesnoth-1.16-data", WESNOTH_CATALOGS, include=WESNOTH_STORIES),
+         *(Catalogs(f"wesnoth-1.16-{c}", WESNOTH_CATALOGS) for c in WESNOTH_CAMPAIGNS)),
+        FICTION,
+    ),
+    "widelands": _gettext_source(
+        (Catalogs("widelands-data", WIDELANDS_CATALOGS, include=WIDELANDS_STORIES),), FICTION
+    ),
+    # Debian's package descriptions, translated by the DDTP: technical prose
+    "package-descriptions": Source(
+        packages=(), domain=DESCRIPTIONS, indexes=True,
+        align=lambda roots, name, counts: align_descriptions(roots["i18n"], name),
+    ),
+    "crawl": Source(packages=("crawl-common",), domain=FICTION,
+                    align=lambda roots, name, counts: align_crawl(roots["crawl-common"], name)),
+    "renpy-thequestion": _renpy_source(("renpy-thequestion",), False, FICTION),
+    # Ren'Py's tutorial: Eileen explains the engine to the player
+    "renpy-demo": _renpy_source(("renpy-demo",), False, DOCUMENTATION),
+    "debian-history": _manual_source(
+        Manual("debian-history", "debian-history", "usr/share/doc/debian-history/docs",
+               "usr/share/doc/debian-history/docs", en_suffix=".en.html",
+               translation_suffix=".ko.html")
+    ),
+    # the games' menus and help, and desktop programs
+    "game-interface": _gettext_source(
+        (Catalogs("wesnoth-1.16-data", WESNOTH_CATALOGS, exclude=WESNOTH_STORIES),
+         Catalogs("widelands-data", WIDELANDS_CATALOGS, exclude=WIDELANDS_STORIES),
+         *(Catalogs(p, LOCALE_KO) for p in GAMES)),
+        INTERFACE,
+    ),
+    **{name: Source(packages=(p.program_package, p.langpack_package), domain=INTERFACE,
+                    align=lambda roots, name, counts, p=p: align_mozilla(
+                        p, roots[p.program_package], roots[p.langpack_package], name))
+       for name, p in PRODUCTS.items()},
+    "desktop-catalogs": _gettext_source(
+        tuple(Catalogs(p, LOCALE_KO) for p in DESKTOP_PROGRAMS), INTERFACE
+    ),
+    "renpy-interface": _renpy_source(tuple(RENPY_GAMES), True, INTERFACE),
+})
+
 # the translated language -> its sources (the other side is always English)
 LANGUAGES: dict[str, dict[str, Source]] = {"de": SOURCES, "ko": KO_SOURCES}
 LANGUAGE_NAMES = {"de": "German", "ko": "Korean"}
+
+
+def domain_of(document: str) -> str | None:
+    """The domain of a document (or family) name, `<source>/...`, of a Debian-packaged corpus;
+    None for another corpus's."""
+    source = document.partition("/")[0]
+    for sources in LANGUAGES.values():
+        if source in sources:
+            return sources[source].domain
+    return None
