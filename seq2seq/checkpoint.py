@@ -50,6 +50,7 @@ class Progress:
     position: int = 0  # batches of this epoch (on this rank) already consumed
     elapsed: float = 0.0  # seconds of training before this process started
     best_bleu: float = -1.0
+    best_signature: str = ""  # sacrebleu's signature of best_bleu: scores compare only within one
     evals_since_best: int = 0
     bad_steps: int = 0  # updates dropped in a row (NaN/inf), as of the last log
     skipped_updates: int = 0

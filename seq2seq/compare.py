@@ -38,6 +38,7 @@ from seq2seq.evaluation.metrics import (
     bleu_tokenize_for,
     scores_by_domain,
 )
+from seq2seq.evaluation.word_links import aer_label, supervised_attention
 from seq2seq.inference import load_for_inference
 from seq2seq.tokenization import EOS_ID
 from seq2seq.visualization import fonts_for
@@ -134,7 +135,8 @@ def study_variant(variant: str, run_dir: Path, metrics: dict[str, Any]) -> dict[
             "tgt_pieces": loaded.tokenizer.tgt_pieces(hyp.tokens) + [eos],
         }
         forced = None if cfg.data.probe_reference is None else probe_alignment(
-            loaded.model, loaded.tokenizer, probe[0], cfg.data.probe_reference, cpu)
+            loaded.model, loaded.tokenizer, probe[0], cfg.data.probe_reference, cpu,
+            reading=supervised_attention(cfg))
         if forced is not None:  # teacher-forced on the reference, at word level
             word_attn, src_words, tgt_words = forced
             probe_row["weights"] = ", ".join(
@@ -166,6 +168,7 @@ def study_variant(variant: str, run_dir: Path, metrics: dict[str, Any]) -> dict[
         "probe_weights": probe_row.get("weights", ""),
     }
     return {"row": row, "buckets": buckets, "by_domain": by_domain, "probe": probe_row,
+            "aer_measures": aer_label(cfg),
             "history": metrics["history"],
             "signature": test_metrics["bleu_signature"], "test_set": test_metrics["test_set"],
             "alignment": alignment, "scored": (test.src_text, beam_hyps, test.tgt_text),

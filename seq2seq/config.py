@@ -284,6 +284,18 @@ class EvaluateConfig:
 
 
 @dataclass
+class HeadsConfig:
+    """`python -m seq2seq.heads` (configs/heads.yaml): a Transformer's heads, measured."""
+
+    ckpt: str = MISSING
+    split: str = MISSING
+    max_sentences: int | None = MISSING
+    prune_budget: float = MISSING
+    device: str = MISSING
+    out: str | None = MISSING
+
+
+@dataclass
 class AverageConfig:
     """`python -m seq2seq.average` (configs/average.yaml): average a run's last checkpoints."""
 
@@ -338,5 +350,6 @@ def register_configs() -> None:
     cs.store(name="compare_schema", node=CompareConfig)
     cs.store(name="evaluate_schema", node=EvaluateConfig)
     cs.store(name="average_schema", node=AverageConfig)
+    cs.store(name="heads_schema", node=HeadsConfig)
     cs.store(name="translate_schema", node=TranslateConfig)
     cs.store(name="export_schema", node=ExportConfig)

@@ -29,6 +29,7 @@ from seq2seq.errors import UserError, exit_on_user_error
 from seq2seq.evaluation.decode_and_score import choose_best, decode_and_score
 from seq2seq.evaluation.hypotheses import write_hypotheses
 from seq2seq.evaluation.metrics import bleu_by_length, bleu_tokenize_for, scores_by_domain
+from seq2seq.evaluation.word_links import aer_label, supervised_attention
 from seq2seq.inference import Loaded, load_models, resolve_device, search_settings
 from seq2seq.models.base import count_parameters
 
@@ -95,6 +96,7 @@ def evaluate(
         loaded.model, loaded.tokenizer, encoded[split], settings, loaded.device,
         bleu_tokenize=tokenize,
         links=None if links is None or split not in links else links[split],
+        reading=None if loaded.members else supervised_attention(cfg),
     )
     seconds = time.monotonic() - start
     chosen = None  # the Transformer's best head and Shift-Att layer: chosen on validation
@@ -118,6 +120,7 @@ def evaluate(
             result.sources, result.hypotheses, result.references, tokenize=tokenize,
             **length_edges(cfg),
         ),
+        "alignment_measures": aer_label(cfg),
         "by_domain": split_domains(documents_of(corpus[split]), result.hypotheses,
                                    result.references, tokenize),
         "truncated": encoded[split].truncated,
@@ -180,7 +183,8 @@ def report(metrics: dict[str, Any]) -> str:
         f"  BLEU {metrics['bleu']:.2f}  {metrics['bleu_signature']}",
         f"  chrF {metrics['chrf']:.2f}  {metrics['chrf_signature']}",
     ]
-    lines += alignment_lines(metrics["alignment"])
+    lines += alignment_lines(metrics["alignment"], metrics.get("alignment_measures",
+                                                               "AER against eflomal"))
     if metrics.get("by_domain"):
         lines.append("  BLEU / chrF by domain: " + ", ".join(
             f"{row['domain']} {row['bleu']:.1f} / {row['chrf']:.1f} ({row['n']})"
@@ -197,8 +201,10 @@ def report(metrics: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def alignment_lines(report: dict[str, Any] | None) -> list[str]:
-    """The attention-alignment figures of a split as printed lines."""
+def alignment_lines(report: dict[str, Any] | None, measures: str = "AER against eflomal"
+                    ) -> list[str]:
+    """The attention-alignment figures of a split as printed lines; `measures` (`aer_label`)
+    says what the AER is: a guided run's is its agreement with its teacher."""
     if report is None:
         return ["  attention alignment: none (no attention, or no reference links)"]
 
@@ -211,7 +217,8 @@ def alignment_lines(report: dict[str, Any] | None) -> list[str]:
 
     base = report["baselines"]
     lines = [
-        f"  attention vs word alignments: {figures(report)} ({report['sure_words']} words); "
+        f"  attention vs word alignments, {measures}: {figures(report)} "
+        f"({report['sure_words']} words); "
         f"copies {report['copy_accuracy'] or 0:.3f} of {report['copy_words']}",
         f"  baselines: diagonal {figures(base['diagonal'])}; "
         f"shifted by one {figures(base['diagonal_shifted'])}",

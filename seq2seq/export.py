@@ -27,6 +27,7 @@ from torch import Tensor, nn
 from seq2seq.config import register_configs
 from seq2seq.ctranslate2_engine import METADATA_FILE, import_ctranslate2
 from seq2seq.errors import UserError, exit_on_user_error
+from seq2seq.evaluation.word_links import supervised_attention
 from seq2seq.inference import Loaded, load_for_inference
 from seq2seq.models.transformer import Transformer
 from seq2seq.models.transformer_layers import MultiHeadAttention
@@ -81,17 +82,38 @@ def _inputs(spec: Any, emb: nn.Embedding, positions: np.ndarray) -> None:
     spec.position_encodings.encodings = positions
 
 
-def transformer_spec(model: Transformer, tokenizer: Tokenizer) -> Any:
-    """The `ctranslate2.specs.TransformerSpec` of a Transformer and its vocabularies."""
+def alignment_reading(supervised: tuple[int, int | None] | None, num_heads: int
+                      ) -> tuple[int, int]:
+    """CTranslate2's (alignment_layer, alignment_heads) for the attention the project reads:
+    the one guided alignment trained (`word_links.supervised_attention`), else the last layer's
+    mean. CTranslate2 averages the first `alignment_heads` heads, so a single head other than
+    head 0 cannot be carried: refused in one line."""
+    if supervised is None:
+        return -1, num_heads
+    layer, head = supervised
+    if head is None:
+        return layer, num_heads
+    if head != 0:
+        raise UserError(f"this checkpoint was guided on decoder layer {layer} head {head}; "
+                        "CTranslate2 reads the mean of a layer's first N heads (alignment_heads), "
+                        "so only head 0 or the mean can be exported")
+    return layer, 1
+
+
+def transformer_spec(model: Transformer, tokenizer: Tokenizer,
+                     supervised: tuple[int, int | None] | None = None) -> Any:
+    """The `ctranslate2.specs.TransformerSpec` of a Transformer and its vocabularies; its
+    alignment (return_attention) is the attention the project reads (`alignment_reading`)."""
     specs = import_ctranslate2().specs
     relu = specs.Activation.RELU
     num_heads = model.encoder_layers[0].self_attn.num_heads
     encoder = specs.TransformerEncoderSpec(len(model.encoder_layers), num_heads,
                                            pre_norm=model.pre_norm, activation=relu)
-    # alignment (return_attention): the last layer averaged over every head, as the project's
+    alignment_layer, alignment_heads = alignment_reading(supervised, num_heads)
     decoder = specs.TransformerDecoderSpec(len(model.decoder_layers), num_heads,
                                            pre_norm=model.pre_norm, activation=relu,
-                                           alignment_layer=-1, alignment_heads=num_heads)
+                                           alignment_layer=alignment_layer,
+                                           alignment_heads=alignment_heads)
     spec = specs.TransformerSpec(encoder, decoder)
     positions = _array(model.positions)  # (max_len, D)
 
@@ -146,7 +168,7 @@ def export_ctranslate2(loaded: Loaded, out: Path | str, quantization: str = "flo
         raise UserError(f"quantization={quantization!r} is not one of {', '.join(QUANTIZATIONS)}")
     if out.exists():
         raise UserError(f"{out}: already exists; remove it or choose another out=DIR")
-    spec = transformer_spec(loaded.model, loaded.tokenizer)
+    spec = transformer_spec(loaded.model, loaded.tokenizer, supervised_attention(loaded.config))
     spec.validate()
     spec.optimize(quantization=quantization)
     out.parent.mkdir(parents=True, exist_ok=True)

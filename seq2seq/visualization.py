@@ -5,9 +5,10 @@ TensorBoard (`SummaryWriter.add_figure`) or writes it with `figure_to_png`. Figu
 without pyplot's global figure registry, so a training loop can make thousands of them.
 Labels use DejaVu Sans, which covers Latin text and the sentencepiece marker "▁"; Korean and
 other CJK labels fall back, glyph by glyph, to a CJK font where one is installed (Noto Sans CJK,
-Nanum Gothic). A run on a Chinese, Japanese or Korean corpus calls `ensure_cjk_font`, which
-fetches Debian's fonts-nanum the way the corpus packages are fetched (`apt-get download`, no
-root) when no such font is installed, or says in one line that Hangul will draw as boxes.
+Nanum Gothic). A run on a Chinese, Japanese or Korean corpus calls `cjk_font`, which takes an
+installed CJK font, else Debian's fonts-nanum where the Korean corpus's build fetched it beside
+its packages (`packages.obtain_font`), or says in one line that Hangul will draw as boxes. It
+never fetches: a run from an export, or offline, draws with what is on disk.
 """
 
 from __future__ import annotations
@@ -30,15 +31,20 @@ from matplotlib.image import AxesImage
 from matplotlib.textpath import TextToPath
 from torch import Tensor
 
-from seq2seq.data.docs.packages import Fetch, apt_get_download, obtain_packages, unpack
+from seq2seq.data.docs.packages import (
+    FONT_FILE,
+    FONT_PACKAGE,
+    Package,
+    deb_version,
+    find_deb,
+    unpack,
+)
 from seq2seq.errors import UserError
 
 CJK_FALLBACKS = ("Noto Sans CJK KR", "Noto Sans KR", "NanumGothic", "Noto Sans CJK JP")
 CJK_LANGUAGES = ("ko", "ja", "zh")
-FONT_PACKAGE = "fonts-nanum"  # Debian's Korean fonts (NanumGothic), Architecture: all
-FONT_FILE = "usr/share/fonts/truetype/nanum/NanumGothic.ttf"
 _INSTALLED = {font.name for font in font_manager.fontManager.ttflist}
-# the label fonts in order; ensure_cjk_font appends to this list in place
+# the label fonts in order; cjk_font appends to this list in place
 FONT = ["DejaVu Sans", *(name for name in CJK_FALLBACKS if name in _INSTALLED)]
 CMAP = "viridis"
 CELL_INCHES = 0.32  # size of one attention cell
@@ -61,24 +67,29 @@ def font_file_with(character: str) -> Path | None:
     return None
 
 
-def ensure_cjk_font(raw_dir: Path, fetch: Fetch = apt_get_download) -> Path | None:
-    """Make the heatmaps draw Hangul: use an installed CJK font, else fetch and unpack Debian's
-    fonts-nanum into `raw_dir` (reused later) and register NanumGothic.
+def cjk_font(raw_dir: Path) -> Path | None:
+    """Make the heatmaps draw Hangul: an installed CJK font, else fonts-nanum's file where a
+    Korean corpus's build left its .deb in `raw_dir` (unpacked there, registered). Nothing is
+    fetched.
 
     Returns:
         The font file that draws Hangul, or None (after one line saying the labels will draw
-        as boxes) when none is installed and the package cannot be fetched.
+        as boxes) when neither is on disk.
     """
     found = font_file_with("한")
     if found is not None:
         return found
+    deb = find_deb(raw_dir, FONT_PACKAGE)
     try:
-        packages, _ = obtain_packages([FONT_PACKAGE], raw_dir, fetch=fetch, allow_missing=False)
-        path = unpack(packages[FONT_PACKAGE], raw_dir) / FONT_FILE
+        if deb is None:
+            raise UserError(f"no {FONT_PACKAGE} .deb in {raw_dir}")
+        package = Package(FONT_PACKAGE, deb_version(deb), "", deb)
+        path = unpack(package, raw_dir) / FONT_FILE
         font_manager.fontManager.addfont(str(path))
     except (UserError, OSError, RuntimeError) as err:
         print(f"no CJK font: Korean heatmap labels draw as boxes (apt-get install "
-              f"{FONT_PACKAGE} or fonts-noto-cjk); {str(err).splitlines()[0]}")
+              f"{FONT_PACKAGE} or fonts-noto-cjk, or build a Korean corpus, which fetches it); "
+              f"{str(err).splitlines()[0]}")
         return None
     name = font_manager.FontProperties(fname=str(path)).get_name()
     if name not in FONT:
@@ -87,8 +98,8 @@ def ensure_cjk_font(raw_dir: Path, fetch: Fetch = apt_get_download) -> Path | No
 
 
 def fonts_for(languages: Iterable[str], raw_dir: Path) -> Path | None:
-    """`ensure_cjk_font` where one of a corpus's languages is written in CJK script, else None."""
-    return ensure_cjk_font(raw_dir) if set(languages) & set(CJK_LANGUAGES) else None
+    """`cjk_font` where one of a corpus's languages is written in CJK script, else None."""
+    return cjk_font(raw_dir) if set(languages) & set(CJK_LANGUAGES) else None
 
 
 def _to_numpy(attn: Matrix) -> np.ndarray:
@@ -241,6 +252,30 @@ def head_grid(
     fig.colorbar(image, ax=list(axes[:num_heads]), fraction=0.05)
     if title:
         _suptitle(fig, title)
+    return fig
+
+
+def heads_figure(matrices: dict[str, list[list[float]]], title: str) -> Figure:
+    """One panel per attention (encoder self, decoder self, cross), its layers down and heads
+    across, each cell a head's figure written on it (`seq2seq.heads`)."""
+    fig = Figure(figsize=(3.2 * len(matrices), 0.6 * max(len(m) for m in matrices.values()) + 1.6),
+                 layout="constrained")
+    axes = fig.subplots(1, len(matrices), squeeze=False)[0]
+    values = np.array([x for m in matrices.values() for row in m for x in row], dtype=float)
+    low, high = float(np.nanmin(values)), float(np.nanmax(values))
+    for ax, (kind, matrix) in zip(axes, matrices.items(), strict=True):
+        data = np.array(matrix, dtype=float)
+        image = ax.imshow(data, cmap=CMAP, vmin=low, vmax=high if high > low else low + 1)
+        for (layer, head), value in np.ndenumerate(data):
+            ax.text(head, layer, "–" if value != value else f"{value:.2f}", ha="center",
+                    va="center", fontsize=7, color="white" if value < (low + high) / 2 else "black")
+        ax.set_title(kind, fontsize=9)
+        ax.set_xlabel("head", fontsize=8)
+        ax.set_ylabel("layer", fontsize=8)
+        ax.set_xticks(range(data.shape[1]))
+        ax.set_yticks(range(data.shape[0]))
+    fig.colorbar(image, ax=list(axes), fraction=0.05)
+    _suptitle(fig, title)
     return fig
 
 

@@ -8,17 +8,20 @@ import json
 from pathlib import Path
 
 import pytest
+from matplotlib import font_manager
 
+from seq2seq import visualization
 from seq2seq.data.docs.build import build_docs
 from seq2seq.data.docs.filters import drop_reason, has_placeholder, strip_accelerators
 from seq2seq.data.docs.gettext_catalogs import BLOCK, Catalogs, align_gettext
+from seq2seq.data.docs.packages import FONT_PACKAGE
 from seq2seq.data.docs.segments import Segment
 from seq2seq.data.docs.sources import KO_SOURCES, LOCALE_KO, domain_of
 from seq2seq.evaluate import split_domains
 from seq2seq.evaluation.compare_report import domain_rows
 from seq2seq.evaluation.metrics import score, scores_by_domain
 from tests.test_data_docs import FakeApt, needs_dpkg, write_mo
-from tests.test_data_docs_ko import MO_KO
+from tests.test_data_docs_ko import MO_KO, fake_font_tree
 
 HEADER = ("", "Content-Type: text/plain; charset=UTF-8\n")
 KOREAN_MO = "usr/share/locale/ko/LC_MESSAGES/{}.mo"
@@ -57,8 +60,9 @@ def test_catalogs_read_the_chosen_files_and_drop_wesnoth_context_prefixes(tmp_pa
 
 
 @pytest.mark.parametrize("text", [
-    "You use the %s to clean yourself off.", "Wait, that %1$s needs to die!", "%d items in the bag",
-    "Delete %1 files now?", "%(name)s joined the game", "Show sidebar ({ $shortcut })", "Hello {0}, welcome back",
+    "You use the %s to clean yourself off.", "Wait, that %1$s needs to die!",
+    "%d items in the bag", "Delete %1 files now?", "%(name)s joined the game",
+    "Show sidebar ({ $shortcut })", "Hello {0}, welcome back",
     "Press <b>Enter</b> now", "[player] went home.", "The nickname $nick is too long.",
     "Add to the sequence in row ~a.", "%S downloaded the file",
 ])
@@ -129,6 +133,28 @@ def test_build_with_domains(tmp_path: Path, capsys) -> None:
     other = build_docs(tmp_path / "data", ["libreoffice-l10n", "cataclysm-dda"], lang="ko",
                        fetch=fake)
     assert other.folder != corpus.folder
+
+
+@needs_dpkg
+def test_the_font_comes_with_the_korean_packages_and_heatmaps_find_it_offline(
+    tmp_path: Path, monkeypatch
+) -> None:
+    """The build fetches fonts-nanum beside the corpus packages (once); `cjk_font` then finds
+    it in the raw folder without fetching anything, and writes only there."""
+    l10n = tmp_path / "l10n-ko"
+    write_mo(l10n / "usr/lib/libreoffice/program/resource/ko/LC_MESSAGES/svx.mo", MO_KO)
+    fake = FakeApt({"libreoffice-l10n-ko": l10n,
+                    FONT_PACKAGE: fake_font_tree(tmp_path / "font")})
+    root = tmp_path / "data"
+    build_docs(root, ["libreoffice-l10n"], lang="ko", fetch=fake)
+    build_docs(root, ["libreoffice-l10n"], lang="ko", fetch=fake)
+    assert fake.calls == [["libreoffice-l10n-ko"], [FONT_PACKAGE]]
+    monkeypatch.setattr(visualization, "FONT", ["DejaVu Sans"])  # as if no CJK font
+    monkeypatch.setattr(visualization, "font_file_with", lambda character: None)
+    font = visualization.cjk_font(root / "raw")
+    assert font is not None and font.is_file() and root / "raw" in font.parents
+    assert len(fake.calls) == 2  # nothing fetched
+    assert str(font) in {entry.fname for entry in font_manager.fontManager.ttflist}
 
 
 def test_scores_by_domain_are_each_domains_corpus_scores() -> None:

@@ -5,8 +5,10 @@ the build end to end from tiny .deb files. Offline."""
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
+import matplotlib
 import pytest
 
 from seq2seq.alignment import word_spans, words
@@ -15,6 +17,7 @@ from seq2seq.data.docs.build import build_docs
 from seq2seq.data.docs.filters import drop_reason, filter_segments, hangul_share
 from seq2seq.data.docs.libreoffice_help import align_help
 from seq2seq.data.docs.mo_catalogs import CATALOG_DIR, align_catalogs
+from seq2seq.data.docs.packages import FONT_FILE, FONT_PACKAGE
 from seq2seq.data.docs.segments import PageCounts, Segment
 from seq2seq.data.docs.sources import KO_SOURCES
 from seq2seq.evaluation.aer import piece_words
@@ -165,7 +168,16 @@ def fake_korean_packages(base: Path) -> FakeApt:
     write(gnome / "usr/share/help/C/gnome-help/clock.page", MALLARD_EN)
     write(gnome / "usr/share/help/ko/gnome-help/clock.page", MALLARD_KO)
     return FakeApt({"libreoffice-help-en-us": en_root, "libreoffice-help-ko": ko_root,
-                    "libreoffice-l10n-ko": l10n, "gnome-user-docs": gnome})
+                    "libreoffice-l10n-ko": l10n, "gnome-user-docs": gnome,
+                    FONT_PACKAGE: fake_font_tree(base / "font")})
+
+
+def fake_font_tree(root: Path) -> Path:
+    """fonts-nanum's layout, with matplotlib's DejaVu Sans standing in for NanumGothic."""
+    font = root / FONT_FILE
+    font.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copy(Path(matplotlib.get_data_path()) / "fonts/ttf/DejaVuSans.ttf", font)
+    return root
 
 
 @needs_dpkg
@@ -176,7 +188,7 @@ def test_build_of_the_korean_corpus(tmp_path: Path, capsys) -> None:
     corpus = build_docs(root, sources, lang="ko", fetch=fake)
     out = capsys.readouterr().out
     assert fake.calls == [["libreoffice-help-en-us", "libreoffice-help-ko", "libreoffice-l10n-ko",
-                           "gnome-user-docs"]]
+                           "gnome-user-docs"], [FONT_PACKAGE]]  # the heatmaps' font beside them
     # the untranslated help paragraph is identical to its English; the heading has 2 words
     assert "libreoffice-help: 1 pairs" in out and "identical 1, short 1" in out
     assert "libreoffice-l10n: 2 pairs" in out and "gnome-user-docs: 3 pairs" in out
@@ -196,4 +208,4 @@ def test_build_of_the_korean_corpus(tmp_path: Path, capsys) -> None:
     ko_en = load_docs(root=root, src_lang="ko", tgt_lang="en", sources=sources,
                       allow_missing=False, fetch=fake)
     assert ko_en["train"]["src"] == en_ko["train"]["tgt"]
-    assert len(fake.calls) == 1  # the second and third loads reuse the cache
+    assert len(fake.calls) == 2  # the second and third loads reuse the cache and the font

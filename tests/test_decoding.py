@@ -85,6 +85,9 @@ class ScriptedModel(nn.Module):
     def cross_attention(self, src_ids, src_mask, tgt_in) -> None:
         return None
 
+    def self_attention(self, src_ids, src_mask, tgt_in) -> None:
+        return None
+
 
 @dataclass
 class HiddenState:
@@ -141,6 +144,9 @@ class TinyGRU(nn.Module):
         return teacher_forced(self, src_ids, src_mask, tgt_in)
 
     def cross_attention(self, src_ids, src_mask, tgt_in) -> None:
+        return None
+
+    def self_attention(self, src_ids, src_mask, tgt_in) -> None:
         return None
 
 

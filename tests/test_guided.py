@@ -3,6 +3,8 @@ gradient into the attention, and that off (the default) trains exactly as before
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -11,13 +13,16 @@ from omegaconf import DictConfig
 
 from seq2seq.alignment import Links
 from seq2seq.corpus import prepare_data
+from seq2seq.data.batching import collate
 from seq2seq.errors import UserError
+from seq2seq.evaluation.aer import WordPair, probe_alignment, score_alignment
 from seq2seq.evaluation.word_links import supervised_attention
+from seq2seq.export import alignment_reading
 from seq2seq.runtime import setup_runtime
 from seq2seq.training.guided import alignment_loss, dense_reference, reference_cells
 from seq2seq.training.loop import train
 from seq2seq.training.setup import TrainingParts, build_parts
-from tests.tiny import needs_eflomal, tiny_config
+from tests.tiny import needs_eflomal, tiny_config, tiny_overrides
 
 DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)]
 
@@ -172,3 +177,170 @@ def test_align_reads_the_attention_guided_alignment_trained(tmp_path: Path) -> N
                                        "trainer.alignment_head=1")) == (0, 1)
     # an RNN's one attention is what it returns, guided or not
     assert supervised_attention(config("bahdanau", "trainer.alignment_weight=0.1")) is None
+
+
+@pytest.mark.parametrize(("model", "overrides", "message"), [
+    ("transformer", ["model.num_decoder_layers=2", "trainer.alignment_layer=2"],
+     r"trainer.alignment_layer=2 is outside \[-2, 2\) \(model.num_decoder_layers=2"),
+    ("transformer", ["trainer.alignment_layer=-2"], r"alignment_layer=-2 is outside \[-1, 1\)"),
+    ("transformer", ["model.num_heads=4", "trainer.alignment_head=9"],
+     r"trainer.alignment_head=9 is outside \[0, 4\) \(model.num_heads=4\), or null"),
+    ("bahdanau", ["trainer.alignment_layer=0"], "model=bahdanau has one attention, so -1 / null"),
+    ("luong", ["trainer.alignment_head=1"], "model=luong has one attention, so -1 / null"),
+    ("bahdanau", ["model.attention_fn=sparsemax"], "guidance needs attention_fn=softmax"),
+    ("luong", ["model.attention_fn=entmax15"], "guidance needs attention_fn=softmax"),
+])
+def test_a_reading_the_model_has_not_or_cannot_train_is_refused(
+    tmp_path: Path, model: str, overrides: list[str], message: str
+) -> None:
+    """Before, layer 2 of 2 wrapped to layer 0, head 9 of 4 failed inside forward, an RNN
+    ignored both, and sparse attention trained without gradient outside its support."""
+    with pytest.raises(UserError, match=message):
+        guided_parts(tmp_path, model, "cpu", "trainer.alignment_weight=1.0", *overrides)
+
+
+@pytest.mark.slow
+def test_a_refused_reading_is_one_line_from_the_command(tmp_path: Path) -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "seq2seq.train", *tiny_overrides(tmp_path, "transformer"),
+         f"run_dir={tmp_path / 'run'}", "trainer.alignment_weight=1.0",
+         "trainer.alignment_layer=1"],
+        capture_output=True, text=True, check=False)
+    assert result.returncode != 0 and "Traceback" not in result.stderr
+    errors = [line for line in result.stderr.splitlines() if "alignment_layer=1" in line]
+    assert len(errors) == 1 and "outside [-1, 1)" in errors[0]
+
+
+def test_the_kl_pulls_an_attention_confidently_wrong_back() -> None:
+    """A reference cell where the attention is 1e-20 (a confident, wrong softmax): a clamp at
+    1e-12 gave it no gradient at all; log(attention + eps) does, and toward the reference."""
+    scores = torch.tensor([[[0.0, -46.0, 0.0]]], requires_grad=True)  # cell 1: e^-46 ~ 1e-20
+    attn = torch.softmax(scores, dim=-1)
+    reference = torch.tensor([[[0.0, 1.0, 0.0]]])
+    alignment_loss(attn, reference).backward()
+    assert scores.grad is not None and scores.grad[0, 0, 1] < 0  # descent raises cell 1
+    assert torch.isfinite(alignment_loss(attn.detach(), reference))
+
+
+@needs_eflomal
+def test_the_update_loss_is_nll_plus_weight_times_kl(tmp_path: Path) -> None:
+    """On a hand-built batch: the update's logged KL is the formula's, and one update's
+    gradient is that of (sum nll + W * sum KL) / target tokens."""
+    weight = 0.5
+    parts = guided_parts(tmp_path, "bahdanau", "cpu", f"trainer.alignment_weight={weight}",
+                         "trainer.label_smoothing=0.0", "trainer.clip_norm=0.0")
+    guidance, batches = parts.update.guidance, parts.batches
+    assert guidance is not None
+    batch = batches.to_device(batches.collate(batches.train_split, [0, 1, 2]))
+    model = parts.model
+    model.train()
+    torch.manual_seed(0)
+    logits, attn = model(batch.src, batch.src_mask, batch.tgt_in, need_attn=True)
+    nll = torch.nn.functional.cross_entropy(logits.flatten(0, 1), batch.tgt_out.flatten(),
+                                            ignore_index=0, reduction="sum")
+    kl = alignment_loss(attn, guidance.reference(batch.indices, attn.size(1), attn.size(2)))
+    tokens = (batch.tgt_out != 0).sum()
+    params = list(model.parameters())
+    expected = torch.autograd.grad((nll + weight * kl) / tokens, params, allow_unused=True)
+    model.zero_grad()
+    stepped: list[torch.Tensor | None] = []
+    real_step = parts.optimizer.step
+
+    def step_that_records_the_gradient(*args, **kwargs):  # then the real step
+        stepped.extend(None if p.grad is None else p.grad.clone() for p in params)
+        return real_step(*args, **kwargs)
+
+    parts.optimizer.step = step_that_records_the_gradient
+    nll_sum, _, counted, _ = parts.update([batch], 1)
+    assert counted.item() == tokens.item()
+    assert nll_sum.item() == pytest.approx(nll.item(), rel=1e-5)
+    assert parts.update.alignment_kl.item() == pytest.approx(kl.item(), rel=1e-5)
+    assert len(stepped) == len(params)
+    for got, want in zip(stepped, expected, strict=True):
+        if want is None:
+            assert got is None or not got.any()
+        else:
+            torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-7)
+
+
+def test_the_off_path_calls_the_model_as_before_guidance(tmp_path: Path) -> None:
+    """Guidance off: the update asks for no attention and names no layer or head, exactly the
+    call the update made before the option existed (so the fused kernel is kept)."""
+    parts = guided_parts(tmp_path, "transformer", "cpu")
+    assert parts.update.guidance is None
+    calls: list[dict] = []
+    real = parts.update.step_model
+
+    def recording(*args, **kwargs):
+        calls.append({k: v for k, v in kwargs.items() if k != "output_positions"})
+        return real(*args, **kwargs)
+
+    parts.update.step_model = recording
+    batches = parts.batches
+    parts.update([batches.to_device(batches.collate(batches.train_split, [0, 1]))], 1)
+    assert calls == [{"need_attn": False, "project": False}]
+
+
+def test_the_export_carries_the_supervised_reading_or_refuses() -> None:
+    assert alignment_reading(None, 4) == (-1, 4)  # unguided: the last layer's mean
+    assert alignment_reading((-1, None), 4) == (-1, 4)
+    assert alignment_reading((0, None), 4) == (0, 4)
+    assert alignment_reading((1, 0), 4) == (1, 1)  # CTranslate2: the mean of the first 1
+    with pytest.raises(UserError, match="only head 0 or the mean"):
+        alignment_reading((0, 1), 4)
+
+
+@needs_eflomal
+def test_every_figure_of_a_guided_run_reads_its_supervised_layer_and_head(
+    tmp_path: Path,
+) -> None:
+    """Guided on decoder layer 0 head 1 of 2 layers: validation's AER is that head's, as is
+    the teacher-forced probe's; before, they read the last layer's mean."""
+    parts = guided_parts(tmp_path, "transformer", "cpu", "trainer.alignment_weight=1.0",
+                         "model.num_decoder_layers=2", "trainer.alignment_layer=0",
+                         "trainer.alignment_head=1")
+    validator = parts.validator
+    assert validator.supervised == (0, 1)
+    row = validator.validate(1, 0.0)
+    valid = validator.valid
+    found = score_alignment(parts.model, validator.data.tokenizer, valid.src_text,
+                            valid.tgt_text, valid.src_ids, valid.tgt_ids, validator.valid_links,
+                            torch.device("cpu"))
+    assert found is not None and found.heads is not None
+    report = found.report()
+    assert row["valid_aer"] == pytest.approx(report["heads"][0][1]["aer"])
+    assert report["heads"][0][1]["aer"] != report["aer"]  # the unguided reading differs
+    tok, probe, reference = validator.data.tokenizer, validator.probe[0], validator.probe_reference
+    guided = probe_alignment(parts.model, tok, probe, reference, torch.device("cpu"),
+                             reading=(0, 1))
+    plain = probe_alignment(parts.model, tok, probe, reference, torch.device("cpu"))
+    batch = collate(tok.encode_src([probe]), tok.encode_tgt([reference]), [0])
+    with torch.no_grad():
+        heads = parts.model.cross_attention(batch.src, batch.src_mask, batch.tgt_in)
+    assert guided is not None and plain is not None
+    pair = WordPair.of(probe, reference, tok.src_spans([probe])[0], tok.tgt_spans([reference])[0],
+                       Links(frozenset(), frozenset()))
+    torch.testing.assert_close(guided[0], pair.word_attention(heads[0, 0, 1]))
+    assert not torch.allclose(guided[0], plain[0])
+
+
+@needs_eflomal
+def test_the_reference_is_collated_with_the_batch_not_built_in_the_step(tmp_path: Path) -> None:
+    parts = guided_parts(tmp_path, "bahdanau", "cpu", "trainer.alignment_weight=1.0")
+    batches, guidance = parts.batches, parts.update.guidance
+    assert guidance is not None
+    batch = batches.collate(batches.train_split, [3, 1, 2])
+    assert batch.reference is not None
+    assert torch.equal(batch.reference, guidance.reference(batch.indices, batch.tgt_in.size(1),
+                                                           batch.src.size(1)))
+
+    def built_in_the_step(*args):
+        raise AssertionError("the step built the reference on the host")
+
+    guidance.reference = built_in_the_step  # the update must take the collated one
+    parts.update([batches.to_device(batch)], 1)
+    assert parts.update.alignment_kl.item() > 0
+    streamed = next(iter(batches.stream(0, 0)))  # as the loader collates it
+    assert streamed.reference is not None
+    assert streamed.reference.shape == (streamed.src.size(0), streamed.tgt_in.size(1),
+                                        streamed.src.size(1))

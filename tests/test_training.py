@@ -466,3 +466,22 @@ def test_off_a_terminal_the_log_is_one_plain_line_per_interval(
     lines = [line for line in captured.out.splitlines() if "tok_s" in line]
     assert [line.split(":")[0] for line in lines] == [f"step {n}/20" for n in (5, 10, 15, 20)]
     assert not any(" left " in line for line in lines)  # time is a safety net beside steps
+
+
+@pytest.mark.slow
+def test_a_resumed_run_refuses_to_compare_bleu_of_another_signature(tmp_path: Path) -> None:
+    """The best checkpoint records its BLEU's signature; a resumed run that scores another way
+    (a Korean run where mecab-ko went missing scores 13a) stops instead of comparing them."""
+    common = ["trainer.max_steps=10", "trainer.eval_every=10", "trainer.final_test=false"]
+    first = train(tiny_config(tmp_path / "a", *common, data_root=tmp_path / "data"))
+    last = tmp_path / "a/run/checkpoints/last.pt"
+    saved = load_checkpoint(last)
+    signature = saved["progress"]["best_signature"]
+    assert signature.startswith("nrefs:1|") and "tok:13a" in signature
+    assert first["history"][-1]["bleu_signature"] == signature
+    saved["progress"]["best_signature"] = signature.replace("tok:13a", "tok:ko-mecab")
+    save_checkpoint(last, saved)
+    with pytest.raises(UserError, match="the two do not compare"):
+        train(tiny_config(tmp_path / "a", "trainer.max_steps=20", "trainer.eval_every=10",
+                          "trainer.final_test=false", "trainer.resume=true",
+                          data_root=tmp_path / "data"))

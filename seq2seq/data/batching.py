@@ -29,6 +29,8 @@ class Batch:
         indices: (B,) long, the dataset row of each sentence.
         tgt_positions: (N,) long, flat indices (row * T + column) of the real tokens of
             tgt_out, counted on the host so that a GPU step never waits to learn N.
+        reference: (B, T, S) float, guided alignment's reference rows, built where the batch
+            is collated (a loader worker) so the step never waits for the host; None unguided.
     """
 
     src: Tensor
@@ -37,19 +39,18 @@ class Batch:
     tgt_out: Tensor
     indices: Tensor
     tgt_positions: Tensor
+    reference: Tensor | None = None
 
     def to(self, device: torch.device | str, non_blocking: bool = False) -> Batch:
         """The batch on `device`."""
-        return Batch(
-            **{
-                f.name: getattr(self, f.name).to(device, non_blocking=non_blocking)
-                for f in fields(self)
-            }
-        )
+        return Batch(**{f.name: None if getattr(self, f.name) is None else
+                        getattr(self, f.name).to(device, non_blocking=non_blocking)
+                        for f in fields(self)})
 
     def pin_memory(self) -> Batch:
         """The batch in page-locked memory (DataLoader calls this when pin_memory=True)."""
-        return Batch(**{f.name: getattr(self, f.name).pin_memory() for f in fields(self)})
+        return Batch(**{f.name: None if getattr(self, f.name) is None else
+                        getattr(self, f.name).pin_memory() for f in fields(self)})
 
     @property
     def num_sentences(self) -> int:

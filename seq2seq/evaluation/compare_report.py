@@ -146,6 +146,9 @@ def write_report(out_dir: Path, studies: dict[str, dict[str, Any]], command: str
               "the attention of the step that reads each word (the step after the one that "
               "predicts it), for the Transformer at the layer chosen on validation; "
               "probe_weights: the first probe teacher-forced on its reference."]
+    lines += [f"\n{variant} trained on eflomal's links (guided alignment): its aer is its "
+              "agreement with its teacher, not alignment quality."
+              for variant, s in studies.items() if s.get("aer_measures", "").startswith("agree")]
     for variant, s in studies.items():
         if "best_head" in s["alignment"]:
             best, layers = s["alignment"]["best_head"], s["alignment"]["layers"]

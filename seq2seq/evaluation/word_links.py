@@ -84,6 +84,14 @@ def supervised_attention(config: DictConfig) -> tuple[int, int | None] | None:
     return int(t.get("alignment_layer", -1)), t.get("alignment_head")
 
 
+def aer_label(config: DictConfig) -> str:
+    """What an AER against eflomal's links measures for this run: alignment against eflomal,
+    or, where guided alignment trained on those very links, agreement with its teacher."""
+    if float(config.trainer.get("alignment_weight", 0.0)) > 0:
+        return "agreement with eflomal, its teacher (AER)"
+    return "AER against eflomal"
+
+
 def recorded_layer(history: Sequence[dict], num_layers: int, shift: bool) -> tuple[int, int]:
     """(layer, step) of the latest evaluation in `history` that chose a layer: the lowest mean
     AER over heads (`valid_aer_layer<n>`; the first on a tie) or, with `shift`, its Shift-Att
@@ -133,6 +141,9 @@ def choose_reading(
                                     "target word")
     num_layers = heads.shape[0]
     if supervised is not None and not shift and layer == "validation":
+        if not -num_layers <= supervised[0] < num_layers:
+            raise UserError(f"the checkpoint's trainer.alignment_layer={supervised[0]} is "
+                            f"outside [{-num_layers}, {num_layers})")
         chosen, head = supervised[0] % num_layers, supervised[1]
         which = "mean over heads" if head is None else f"head {head}"
         return Reading(False, chosen, f"{model_name} cross-attention of the step predicting "

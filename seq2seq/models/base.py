@@ -100,6 +100,13 @@ class Seq2SeqModel(Protocol):
         """
         ...
 
+    def self_attention(self, src_ids: Tensor, src_mask: Tensor, tgt_in: Tensor
+                       ) -> tuple[Tensor, Tensor] | None:
+        """Teacher forcing: every layer's and head's self-attention, the encoder's
+        (L_enc, B, H, S, S) and the decoder's masked one (L, B, H, T, T), for models that have
+        it (the Transformer); None for the recurrent ones."""
+        ...
+
     def cross_attention(self, src_ids: Tensor, src_mask: Tensor, tgt_in: Tensor) -> Tensor | None:
         """Teacher forcing: every decoder layer's and head's weights over the source,
         (L, B, H, T, S), for models that have several (the Transformer); None for the rest."""

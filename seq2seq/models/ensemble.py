@@ -133,6 +133,10 @@ class Ensemble(nn.Module):
             return src_ids.new_empty(0, dtype=torch.float), attention
         return mean_log_probs([logits for logits, _ in outputs]), attention
 
+    def self_attention(self, src_ids: Tensor, src_mask: Tensor, tgt_in: Tensor) -> None:
+        """None: self-attention is read from single models only."""
+        return None
+
     def cross_attention(self, src_ids: Tensor, src_mask: Tensor, tgt_in: Tensor) -> None:
         """None: per-layer, per-head attention is read from single models only."""
         return None

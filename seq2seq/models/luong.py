@@ -201,6 +201,10 @@ class Luong(nn.Module):
         logits = self.generator(out) if project else out  # (B, T, V) or (N, V)
         return logits, attn if need_attn else None
 
+    def self_attention(self, src_ids: Tensor, src_mask: Tensor, tgt_in: Tensor) -> None:
+        """No self-attention: its encoder and decoder are recurrent."""
+        return None
+
     def cross_attention(self, src_ids: Tensor, src_mask: Tensor, tgt_in: Tensor) -> None:
         """No per-layer, per-head attention: `forward`'s (B, T, S) weights are all there is."""
         return None

@@ -171,15 +171,23 @@ class Transformer(nn.Module):
 
     def encode(self, src_ids: Tensor, src_mask: Tensor) -> EncoderOutput:
         """(B, S) ids and mask -> states (B, S, D) of the last encoder layer."""
+        return self._encode(src_ids, src_mask)[0]
+
+    def _encode(self, src_ids: Tensor, src_mask: Tensor, need_weights: bool = False
+                ) -> tuple[EncoderOutput, list[Tensor | None]]:
+        """`encode`, and each layer's self-attention weights (B, H, S, S) where wanted."""
         x = self._embed(self.src_emb, src_ids)
         mask = src_mask[:, None, None, :]  # (B, 1, 1, S)
         length, relative = src_ids.size(1), self.encoder_positions
         bias = relative(length, length) if relative is not None else None
+        weights = []
         for layer in self.encoder_layers:
-            x = layer(x, mask, need_weights=False, bias=bias)
+            x, layer_weights = layer(x, mask, need_weights=need_weights, bias=bias)
+            weights.append(layer_weights)
         # the lexical model reads the embeddings unscaled, on the output layer's scale
         embedded = self.dropout(self.src_emb(src_ids)) if self.lexical is not None else None
-        return EncoderOutput(states=self.encoder_norm(x), mask=src_mask, embedded=embedded)
+        return EncoderOutput(states=self.encoder_norm(x), mask=src_mask,
+                             embedded=embedded), weights
 
     def init_state(self, enc: EncoderOutput) -> TransformerState:
         cross = [layer.cross_attn.project_kv(enc.states) for layer in self.decoder_layers]
@@ -194,11 +202,12 @@ class Transformer(nn.Module):
 
     def _decode(
         self, tgt_in: Tensor, enc: EncoderOutput, need_weights: bool,
-        weights_of: int | None = None,
+        weights_of: int | None = None, self_weights: list[Tensor] | None = None,
     ) -> tuple[Tensor, list[Tensor | None]]:
         """Teacher forcing: tgt_in (B, T) -> the generator's inputs (B, T, D) and per-layer
         weights (B, H, T, S), None where not needed (the lexical model needs the last; guided
-        alignment the layer `weights_of`)."""
+        alignment the layer `weights_of`); each layer's masked self-attention weights
+        (B, H, T, T) are appended to `self_weights` when it is given."""
         x = self._embed(self.tgt_emb, tgt_in)
         src_mask = enc.mask[:, None, None, :]  # (B, 1, 1, S)
         length, relative = tgt_in.size(1), self.decoder_positions
@@ -208,8 +217,11 @@ class Transformer(nn.Module):
         for i, layer in enumerate(self.decoder_layers):
             cross_kv = layer.cross_attn.project_kv(enc.states)
             needed = need_weights or i == weights_of or (i == last and self.lexical is not None)
-            x, _, layer_weights = layer(x, None, cross_kv, src_mask, needed, bias)
+            x, _, layer_weights, own = layer(x, None, cross_kv, src_mask, needed, bias,
+                                             need_self_weights=self_weights is not None)
             weights.append(layer_weights)
+            if self_weights is not None and own is not None:
+                self_weights.append(own)
         return self._output(x, weights[-1], enc), weights
 
     def _output(self, x: Tensor, last_weights: Tensor | None, enc: EncoderOutput) -> Tensor:
@@ -239,7 +251,7 @@ class Transformer(nn.Module):
         for i, layer in enumerate(self.decoder_layers):
             cross_kv = (state.cross_keys[i], state.cross_values[i])
             self_kv = (state.self_keys[i], state.self_values[i])
-            x, (k, v), weights = layer(x, self_kv, cross_kv, src_mask, i == last, bias)
+            x, (k, v), weights, _ = layer(x, self_kv, cross_kv, src_mask, i == last, bias)
             keys.append(k)
             values.append(v)
         logits = self.generator(self._output(x, weights, enc)).squeeze(1)  # (B, V)
@@ -270,7 +282,11 @@ class Transformer(nn.Module):
         (the other layers keep the fused kernel)."""
         enc = self.encode(src_ids, src_mask)
         if attn_layer is not None:
-            attn_layer %= len(self.decoder_layers)  # -1: the last
+            num_layers = len(self.decoder_layers)
+            if not -num_layers <= attn_layer < num_layers:
+                raise ValueError(f"attn_layer={attn_layer} is outside [{-num_layers}, "
+                                 f"{num_layers})")
+            attn_layer %= num_layers  # -1: the last
         out, weights = self._decode(tgt_in, enc, need_attn, weights_of=attn_layer)
         if output_positions is not None:
             out = out.flatten(0, 1).index_select(0, output_positions)  # (N, D)
@@ -287,3 +303,13 @@ class Transformer(nn.Module):
         enc = self.encode(src_ids, src_mask)
         _, weights = self._decode(tgt_in, enc, need_weights=True)
         return torch.stack([w for w in weights if w is not None])
+
+    def self_attention(self, src_ids: Tensor, src_mask: Tensor, tgt_in: Tensor
+                       ) -> tuple[Tensor, Tensor]:
+        """Teacher forcing: every layer's and head's self-attention, the encoder's
+        (L_enc, B, H, S, S) and the decoder's masked one (L, B, H, T, T), computed explicitly
+        (the pictures and `seq2seq.heads` call this; training keeps the fused kernel)."""
+        enc, encoder = self._encode(src_ids, src_mask, need_weights=True)
+        decoder: list[Tensor] = []
+        self._decode(tgt_in, enc, need_weights=False, self_weights=decoder)
+        return torch.stack([w for w in encoder if w is not None]), torch.stack(decoder)

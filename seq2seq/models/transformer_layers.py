@@ -92,6 +92,9 @@ class MultiHeadAttention(nn.Module):
         self.w_k = nn.Linear(d_model, d_model)
         self.w_v = nn.Linear(d_model, d_model)
         self.w_o = nn.Linear(d_model, d_model)
+        # (H,) 1 to keep a head, 0 to mask it (its output zeroed before W^O: Michel et al. 2019,
+        # `seq2seq.heads`); None, as in training: no gate at all
+        self.head_gate: Tensor | None = None
 
     def _split(self, x: Tensor) -> Tensor:
         """(B, N, D) -> (B, H, N, K)."""
@@ -146,6 +149,8 @@ class MultiHeadAttention(nn.Module):
             out = F.scaled_dot_product_attention(
                 q, keys, values, attn_mask=mask, dropout_p=p, is_causal=causal
             )
+        if self.head_gate is not None:
+            out = out * self.head_gate.to(out)[None, :, None, None]  # (B, H, T, K)
         batch, _, length, _ = out.shape
         out = out.transpose(1, 2).reshape(batch, length, -1)  # (B, T, D)
         return self.w_o(out), weights if need_weights else None
@@ -191,14 +196,16 @@ class EncoderLayer(nn.Module):
 
     def forward(
         self, x: Tensor, mask: Tensor, need_weights: bool, bias: Tensor | None = None
-    ) -> Tensor:
-        """x (B, S, D), mask (B, 1, 1, S), relative positions' bias (H, S, S) -> (B, S, D)."""
+    ) -> tuple[Tensor, Tensor | None]:
+        """x (B, S, D), mask (B, 1, 1, S), relative positions' bias (H, S, S) -> (B, S, D) and
+        the self-attention weights (B, H, S, S) where `need_weights`, else None."""
         h = self.norm1(x) if self.pre_norm else x
-        a = self.self_attn.attend(h, *self.self_attn.project_kv(h), mask, need_weights, bias=bias)
-        x = x + self.dropout(a[0]) if self.pre_norm else self.norm1(x + self.dropout(a[0]))
+        a, weights = self.self_attn.attend(h, *self.self_attn.project_kv(h), mask, need_weights,
+                                           bias=bias)
+        x = x + self.dropout(a) if self.pre_norm else self.norm1(x + self.dropout(a))
         if self.pre_norm:
-            return x + self.dropout(self.ff(self.norm2(x)))
-        return self.norm2(x + self.dropout(self.ff(x)))
+            return x + self.dropout(self.ff(self.norm2(x))), weights
+        return self.norm2(x + self.dropout(self.ff(x))), weights
 
 
 class DecoderLayer(nn.Module):
@@ -231,7 +238,8 @@ class DecoderLayer(nn.Module):
         src_mask: Tensor,
         need_weights: bool,
         self_bias: Tensor | None = None,
-    ) -> tuple[Tensor, tuple[Tensor, Tensor], Tensor | None]:
+        need_self_weights: bool = False,
+    ) -> tuple[Tensor, tuple[Tensor, Tensor], Tensor | None, Tensor | None]:
         """One decoder layer over new positions x.
 
         Args:
@@ -242,10 +250,12 @@ class DecoderLayer(nn.Module):
             src_mask: (B, 1, 1, S) True at real source tokens.
             need_weights: return the cross-attention weights.
             self_bias: relative positions' bias (H, T, t + T) of the self-attention, or None.
+            need_self_weights: return the self-attention weights too.
 
         Returns:
             (B, T, D) outputs, self-attention keys and values (B, H, t + T, K) including x,
-            cross-attention weights (B, H, T, S) or None.
+            cross-attention weights (B, H, T, S) or None, self-attention weights
+            (B, H, T, t + T) or None.
         """
         h = self.norm1(x) if self.pre_norm else x
         keys, values = self.self_attn.project_kv(h)
@@ -253,7 +263,8 @@ class DecoderLayer(nn.Module):
             keys = torch.cat([self_kv[0], keys], dim=2)
             values = torch.cat([self_kv[1], values], dim=2)
         causal = self_kv is None  # a cached step sees all earlier positions and itself
-        a = self.self_attn.attend(h, keys, values, None, False, causal=causal, bias=self_bias)[0]
+        a, self_weights = self.self_attn.attend(h, keys, values, None, need_self_weights,
+                                                causal=causal, bias=self_bias)
         x = x + self.dropout(a) if self.pre_norm else self.norm1(x + self.dropout(a))
 
         h = self.norm2(x) if self.pre_norm else x
@@ -264,4 +275,4 @@ class DecoderLayer(nn.Module):
             x = x + self.dropout(self.ff(self.norm3(x)))
         else:
             x = self.norm3(x + self.dropout(self.ff(x)))
-        return x, (keys, values), weights
+        return x, (keys, values), weights, self_weights

@@ -133,6 +133,10 @@ class VanillaSeq2Seq(nn.Module):
         out = self.dropout(out)
         return self.generator(out) if project else out, None
 
+    def self_attention(self, src_ids: Tensor, src_mask: Tensor, tgt_in: Tensor) -> None:
+        """No self-attention: its encoder and decoder are recurrent."""
+        return None
+
     def cross_attention(self, src_ids: Tensor, src_mask: Tensor, tgt_in: Tensor) -> None:
         """No attention at all."""
         return None

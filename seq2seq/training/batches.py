@@ -12,6 +12,7 @@ import functools
 from collections.abc import Callable, Iterator
 
 import torch
+from torch import Tensor
 from torch.utils.data import DataLoader
 
 from seq2seq.corpus import EncodedSplit, SegmentationSampler
@@ -32,6 +33,8 @@ class TrainBatches:
         rank, world_size: this process among all of them; each takes its share of an epoch.
         sampler: builds the subword sampler, on first use (it segments the whole split n
             ways); None: every epoch trains on the prepared segmentation.
+        reference: guided alignment's (rows, T, S) -> (B, T, S) references, built into each
+            batch as it is collated (`Guidance.reference`); None: unguided.
     """
 
     def __init__(
@@ -47,12 +50,14 @@ class TrainBatches:
         rank: int = 0,
         world_size: int = 1,
         sampler: Callable[[], SegmentationSampler] | None = None,
+        reference: Callable[[Tensor, int, int], Tensor] | None = None,
     ) -> None:
         self.train_split, self.device = split, device
         self.batch_tokens, self.accum_steps = batch_tokens, accum_steps
         self.pad_to_multiple, self.num_workers = pad_to_multiple, num_workers
         self.seed, self.rank, self.world_size = seed, rank, world_size
         self._make_sampler = sampler
+        self._reference = reference
         self._sampler: SegmentationSampler | None = None
         self._sampled: tuple[int, EncodedSplit] | None = None  # (epoch, its segmentation)
 
@@ -82,13 +87,18 @@ class TrainBatches:
         )
 
     def collate(self, split: EncodedSplit, indices: list[int]) -> Batch:
-        """A batch of `split` rows on the CPU (in a loader worker when num_workers > 0)."""
-        return collate(
+        """A batch of `split` rows on the CPU (in a loader worker when num_workers > 0), with
+        guided alignment's references where guided."""
+        batch = collate(
             [split.src_ids[i] for i in indices],
             [split.tgt_ids[i] for i in indices],
             indices,
             pad_to_multiple=self.pad_to_multiple,
         )
+        if self._reference is not None:
+            batch.reference = self._reference(batch.indices, batch.tgt_in.size(1),
+                                              batch.src.size(1))
+        return batch
 
     def to_device(self, batch: Batch) -> Batch:
         return batch.to(self.device, non_blocking=self.device.type == "cuda")

@@ -100,19 +100,26 @@ def dense_reference(cells: Sequence[Cells], num_rows: int, num_columns: int) -> 
     return flat.view(len(cells), num_rows, num_columns)
 
 
+LOG_EPS = 1e-9  # log(attention + LOG_EPS): every cell keeps a gradient, however small it is
+
+
 def alignment_loss(attn: Tensor, reference: Tensor) -> Tensor:
     """The summed KL divergence KL(reference || attention) over the supervised rows.
+
+    The attention's log is taken as `log(attn + LOG_EPS)`, not of a clamped value: a clamp
+    has no gradient below it, so an attention confidently wrong (a reference cell near 0)
+    would never be pulled back.
 
     Args:
         attn: (B, T, S) attention rows over the source pieces (each sums to 1).
         reference: (B, T, S) reference rows, each summing to 1 or all zero (unsupervised).
 
     Returns:
-        A scalar: 0 when every supervised row of `attn` equals its reference.
+        A scalar: 0 (up to LOG_EPS) when every supervised row of `attn` equals its reference.
     """
     attn = attn.float()
     ref = reference.to(attn.device)
-    log_ratio = torch.log(ref.clamp(min=1e-12)) - torch.log(attn.clamp(min=1e-12))
+    log_ratio = torch.log(ref.clamp(min=1e-12)) - torch.log(attn + LOG_EPS)
     return torch.where(ref > 0, ref * log_ratio, torch.zeros_like(ref)).sum()
 
 

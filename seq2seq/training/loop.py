@@ -109,9 +109,16 @@ def validate_and_keep_best(parts: TrainingParts, progress: Progress, elapsed: fl
         return False
     row = parts.validator.validate(progress.step, elapsed)
     progress.history.append(row)
+    signature = row["bleu_signature"]
+    if progress.best_signature and signature != progress.best_signature:
+        raise UserError(f"validation BLEU is now scored as {signature}, the best checkpoint's as "
+                        f"{progress.best_signature}: the two do not compare (Korean falls back "
+                        "from ko-mecab to 13a without mecab-ko); install what scored the best "
+                        "(pip install -e '.[ko]') or start a new run")
     improved = row["valid_bleu"] > progress.best_bleu
     if improved:
         progress.best_bleu, progress.evals_since_best = row["valid_bleu"], 0
+        progress.best_signature = signature
         parts.checkpointer.save_best(progress, elapsed)
     else:
         progress.evals_since_best += 1
@@ -121,7 +128,7 @@ def validate_and_keep_best(parts: TrainingParts, progress: Progress, elapsed: fl
     tqdm.write(
         f"step {progress.step} ({elapsed:.0f}s): valid loss {row['valid_loss']:.3f} "
         f"ppl {row['valid_ppl']:.1f} BLEU {row['valid_bleu']:.2f} chrF {row['valid_chrf']:.1f}"
-        + (f" AER {aer:.2f} (diagonal {row['valid_aer_diagonal']:.2f})"
+        + (f" {parts.aer_label} {aer:.2f} (diagonal {row['valid_aer_diagonal']:.2f})"
            if aer is not None else "")
         + (" (best)" if improved else "")
     )
@@ -187,7 +194,8 @@ def train(cfg: DictConfig) -> dict[str, Any]:
             metrics["test"] = test
             aer = (test["alignment"] or {}).get("aer")
             print(f"test ({test['test_set']}, beam {test['beam_size']}): BLEU {test['bleu']:.2f} "
-                  f"chrF {test['chrf']:.1f}" + (f" AER {aer:.2f}" if aer is not None else "")
+                  f"chrF {test['chrf']:.1f}"
+                  + (f" {parts.aer_label} {aer:.2f}" if aer is not None else "")
                   + f"\n  {test['bleu_signature']}")
         metrics["peak_memory_mib"] = round(peak_memory_mib())
         if rt.device.type == "cuda":

@@ -25,6 +25,7 @@ from seq2seq.corpus import PreparedData, SegmentationSampler, prepare_data
 from seq2seq.decoding import decode_settings
 from seq2seq.errors import UserError
 from seq2seq.evaluation.metrics import bleu_tokenize_for
+from seq2seq.evaluation.word_links import aer_label, supervised_attention
 from seq2seq.models import build_model
 from seq2seq.models.base import count_parameters
 from seq2seq.runtime import Runtime, dropout_seed, seed_everything
@@ -59,6 +60,7 @@ class TrainingParts:
     eval_every: int
     save_every: int
     lower_lr_on_plateau: bool  # trainer.schedule=plateau
+    aer_label: str = "AER against eflomal"  # a guided run's: agreement with its teacher
 
     @property
     def evaluated(self) -> nn.Module:
@@ -101,6 +103,7 @@ def build_validator(
         test_set=cfg.data.test_set, probe=list(cfg.data.probe),
         probe_reference=cfg.data.probe_reference,
         probe_words=[list(pair) for pair in cfg.data.probe_words], links=data.links,
+        supervised=supervised_attention(cfg),
     )
 
 
@@ -117,6 +120,7 @@ def build_guidance(cfg: DictConfig, data: PreparedData, verbose: bool = True) ->
         raise UserError(f"trainer.alignment_links={t.alignment_links} must be one of "
                         f"{', '.join(LINKS)}; trainer.alignment_null={t.alignment_null} one of "
                         f"{', '.join(NULLS)}")
+    check_reading(cfg.model, t.alignment_layer, t.alignment_head)
     if data.train_links is None:
         raise UserError("trainer.alignment_weight > 0 needs the training pairs' eflomal links "
                         "(prepare_data's train_links=True), and eflomal is unavailable: "
@@ -140,6 +144,34 @@ def build_guidance(cfg: DictConfig, data: PreparedData, verbose: bool = True) ->
               f"{t.alignment_null})")
     return Guidance(t.alignment_weight, t.alignment_layer if transformer else None,
                     t.alignment_head if transformer else None, cells)
+
+
+def check_reading(model: DictConfig, layer: int, head: int | None) -> None:
+    """Refuse, in one line naming the valid range, a supervised attention the model does not
+    have, or one the KL cannot train.
+
+    The Transformer's layer must lie in [-L, L) for L decoder layers and its head in [0, H)
+    (or null, the mean); the RNNs have one attention, so layer -1 and head null. Sparse
+    attention (sparsemax, entmax15) is refused: its zeros outside the support are outside the
+    KL's gradient, so a reference cell there would never be pulled up (a Fenchel-Young loss
+    would be needed, which guidance does not have).
+    """
+    if model.name != "transformer":
+        if layer != -1 or head is not None:
+            raise UserError(f"trainer.alignment_layer={layer} / alignment_head={head}: "
+                            f"model={model.name} has one attention, so -1 / null only")
+        if model.get("attention_fn", "softmax") != "softmax":
+            raise UserError(f"trainer.alignment_weight > 0 with model.attention_fn="
+                            f"{model.attention_fn}: its weights outside the support get no "
+                            "gradient from the KL; guidance needs attention_fn=softmax")
+        return
+    num_layers, num_heads = model.num_decoder_layers, model.num_heads
+    if not -num_layers <= layer < num_layers:
+        raise UserError(f"trainer.alignment_layer={layer} is outside [{-num_layers}, "
+                        f"{num_layers}) (model.num_decoder_layers={num_layers}; -1: the last)")
+    if head is not None and not 0 <= head < num_heads:
+        raise UserError(f"trainer.alignment_head={head} is outside [0, {num_heads}) "
+                        f"(model.num_heads={num_heads}), or null for the mean over heads")
 
 
 def wrap_for_training(model: nn.Module, compile: bool, rt: Runtime) -> nn.Module:
@@ -190,6 +222,7 @@ def build_parts(cfg: DictConfig, rt: Runtime, data: PreparedData, run_dir: Path)
         train_split, rt.device, batch_tokens=t.batch_tokens, accum_steps=t.accum_steps,
         pad_to_multiple=t.pad_to_multiple, num_workers=t.num_workers, seed=t.seed,
         rank=rt.rank, world_size=rt.world_size, sampler=sampler,
+        reference=None if guidance is None else guidance.reference,
     )
     writer = SummaryWriter(str(run_dir / "tensorboard")) if rt.is_main else None
     evaluated = ema.model if ema is not None else model
@@ -206,5 +239,5 @@ def build_parts(cfg: DictConfig, rt: Runtime, data: PreparedData, run_dir: Path)
         log=TrainLog(rt, writer, every=t.log_every, max_bad_steps=t.max_bad_steps,
                      max_steps=t.max_steps, max_time=t.max_time, console=t.progress),
         writer=writer, eval_every=t.eval_every, save_every=t.save_every,
-        lower_lr_on_plateau=t.schedule == "plateau",
+        lower_lr_on_plateau=t.schedule == "plateau", aer_label=aer_label(cfg),
     )

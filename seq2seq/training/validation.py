@@ -24,9 +24,9 @@ from torch.utils.tensorboard import SummaryWriter
 from seq2seq.alignment import Links
 from seq2seq.checkpoint import load_checkpoint
 from seq2seq.corpus import EncodedSplit, PreparedData, encode_split
-from seq2seq.data.batching import collate, token_batches
+from seq2seq.data.batching import Batch, collate, token_batches
 from seq2seq.decoding import DecodeSettings
-from seq2seq.evaluation.aer import probe_alignment
+from seq2seq.evaluation.aer import Supervised, probe_alignment, read_heads
 from seq2seq.evaluation.decode_and_score import (
     choose_best,
     decode_and_score,
@@ -35,7 +35,7 @@ from seq2seq.evaluation.decode_and_score import (
 )
 from seq2seq.evaluation.hypotheses import write_hypotheses
 from seq2seq.runtime import Runtime, release_freed_memory
-from seq2seq.tokenization import EOS_ID, PAD_ID, Tokenizer
+from seq2seq.tokenization import BOS_ID, EOS_ID, PAD_ID, Tokenizer
 from seq2seq.training.loss import linear_token_losses
 from seq2seq.visualization import attention_heatmap, head_grid
 
@@ -86,6 +86,8 @@ class Validator:
         probe_reference: the first probe sentence's reference, for its teacher-forced heatmap.
         probe_words: [target word, source word] pairs whose probe weight is logged.
         links: the reference word links of the validation and test splits; None: no AER.
+        supervised: a guided Transformer's supervised layer and head: what the AER, the
+            probes' heatmaps and their scalars read (None: the last layer's mean).
     """
 
     def __init__(
@@ -106,6 +108,7 @@ class Validator:
         probe_reference: str | None = None,
         probe_words: list[list[str]] | None = None,
         links: dict[str, list[Links]] | None = None,
+        supervised: Supervised | None = None,
     ) -> None:
         self.model, self.data, self.rt, self.writer = model, data, rt, writer
         self.valid_settings, self.test_settings = valid_settings, test_settings
@@ -115,6 +118,8 @@ class Validator:
         self.probe = list(probe or [])
         self.probe_reference, self.probe_words = probe_reference, list(probe_words or [])
         self.links = links
+        self.said_no_self_attention = False
+        self.supervised = supervised
         valid = data.splits["validation"]
         keep = valid.spread(max_sentences)
         self.valid = valid if len(keep) == len(valid) else valid.subset(keep)
@@ -132,7 +137,7 @@ class Validator:
         loss = self.loss()
         result = decode_and_score(
             self.model, self.data.tokenizer, self.valid, self.valid_settings, self.rt.device,
-            bleu_tokenize=self.bleu_tokenize, links=self.valid_links,
+            bleu_tokenize=self.bleu_tokenize, links=self.valid_links, reading=self.supervised,
         )
         row = {
             "step": step,
@@ -141,6 +146,7 @@ class Validator:
             "valid_ppl": math.exp(min(loss, 50.0)),
             "valid_bleu": result.scores.bleu,
             "valid_chrf": result.scores.chrf,
+            "bleu_signature": result.scores.bleu_signature,  # which BLEU: the best compares alike
         }
         shift_layer = None  # the Transformer's best Shift-Att layer on this validation
         if result.alignment is not None:
@@ -184,15 +190,40 @@ class Validator:
                     continue
                 src_labels = tok.src_pieces(src_ids) + [eos]
                 tgt_labels = tok.tgt_pieces(hyp.tokens) + [eos]
-                fig = attention_heatmap(hyp.attention.float().cpu(), src_labels, tgt_labels,
-                                        title=f"step {step}: {text}")
-                self.writer.add_figure(f"attention/probe_{i}", fig, step)
                 batch = collate([src_ids], [hyp.tokens], [0]).to(self.rt.device)
                 heads = self.model.cross_attention(batch.src, batch.src_mask, batch.tgt_in)
+                attention = hyp.attention if heads is None or self.supervised is None else \
+                    read_heads(heads, self.supervised)[0]  # the guided layer and head
+                fig = attention_heatmap(attention.float().cpu(), src_labels, tgt_labels,
+                                        title=f"step {step}: {text}")
+                self.writer.add_figure(f"attention/probe_{i}", fig, step)
                 if heads is not None:  # (L, 1, H, T, S): the Transformer's layers and heads
                     fig = head_grid(heads[-1, 0].float().cpu(), src_labels, tgt_labels,
                                     title=f"step {step}: last layer, per head")
                     self.writer.add_figure(f"attention_heads/probe_{i}", fig, step)
+                self.log_self_attention(i, batch, src_labels,
+                                        tok.tgt_pieces([BOS_ID]) + tgt_labels[:-1], step)
+
+    def log_self_attention(self, i: int, batch: Batch, src_labels: list[str],
+                           tgt_labels: list[str], step: int) -> None:
+        """Probe i's encoder self-attention and decoder masked self-attention, every layer's
+        heads as a grid (`self_attention/probe_<i>/{encoder,decoder}_layer<l>`); a recurrent
+        model says once, in text, that it has none."""
+        assert self.writer is not None
+        found = self.model.self_attention(batch.src, batch.src_mask, batch.tgt_in)
+        if found is None:
+            if not self.said_no_self_attention:
+                self.writer.add_text("self_attention", "this model has no self-attention: its "
+                                     "encoder and decoder are recurrent", step)
+                self.said_no_self_attention = True
+            return
+        for kind, layers, labels in (("encoder", found[0], src_labels),
+                                     ("decoder", found[1], tgt_labels)):
+            for layer, weights in enumerate(layers[:, 0].float().cpu()):  # (H, N, N) each
+                fig = head_grid(weights, labels, labels,
+                                title=f"step {step}: {kind} self-attention, layer {layer}")
+                self.writer.add_figure(f"self_attention/probe_{i}/{kind}_layer{layer}", fig,
+                                       step)
 
     def log_probe_alignment(self, step: int, shift_layer: int | None = None) -> None:
         """The first probe sentence teacher-forced on its reference at word level: a heatmap
@@ -207,7 +238,7 @@ class Validator:
             with eval_mode(self.model):
                 found = reference_probe(self.model, self.data.tokenizer, self.probe[0],
                                         self.probe_reference, self.probe_words, self.rt.device,
-                                        step, layer)
+                                        step, layer, None if layer is not None else self.supervised)
             if found is None:  # no attention (the vanilla model)
                 continue
             fig, weights = found
@@ -231,7 +262,8 @@ class Validator:
         result = decode_and_score(model, self.data.tokenizer, self.data.splits["test"],
                                   self.test_settings, self.rt.device,
                                   bleu_tokenize=self.bleu_tokenize,
-                                  links=None if self.links is None else self.links["test"])
+                                  links=None if self.links is None else self.links["test"],
+                                  reading=self.supervised)
         seconds = time.monotonic() - start
         write_hypotheses(hypotheses, result.hypotheses)
         if self.writer is not None:
@@ -249,22 +281,25 @@ class Validator:
 def reference_probe(
     model: nn.Module, tokenizer: Tokenizer, src_text: str, tgt_text: str,
     probe_words: list[list[str]], device: torch.device, step: int,
-    shift_layer: int | None = None,
+    shift_layer: int | None = None, reading: Supervised | None = None,
 ) -> tuple[Figure, dict[tuple[str, str], float]] | None:
     """A probe sentence teacher-forced on its reference at word level (`probe_alignment`),
     as a heatmap whose title names the reading (the step predicting the word, or Shift-Att at
     `shift_layer`) and the weight of each `probe_words` [target, source] pair found; the
     figure and those weights. None without attention of that reading."""
-    found = probe_alignment(model, tokenizer, src_text, tgt_text, device, shift_layer)
+    found = probe_alignment(model, tokenizer, src_text, tgt_text, device, shift_layer, reading)
     if found is None:
         return None
     word_attn, src_words, tgt_words = found  # (Tw, Sw + 1)
     weights = {(target, source): float(word_attn[tgt_words.index(target),
                                                  src_words.index(source)])
                for target, source in probe_words if target in tgt_words and source in src_words}
-    reading = ("cross-attention, step predicting the word" if shift_layer is None
-               else f"Shift-Att, layer {shift_layer}")
-    title = f"step {step}, teacher-forced, {reading}: " + ", ".join(
+    what = ("cross-attention, step predicting the word" if shift_layer is None
+            else f"Shift-Att, layer {shift_layer}")
+    if reading is not None:
+        what += f", guided layer {reading[0]} " + (
+            "mean" if reading[1] is None else f"head {reading[1]}")
+    title = f"step {step}, teacher-forced, {what}: " + ", ".join(
         f"{target}→{source} {weight:.2f}" for (target, source), weight in weights.items())
     return attention_heatmap(word_attn, src_words, tgt_words, title=title), weights
 

@@ -31,7 +31,14 @@ from seq2seq.data.docs.filters import (
     split_of_document,
     strip_accelerators,
 )
-from seq2seq.data.docs.packages import Fetch, Package, apt_get_download, obtain_packages, unpack
+from seq2seq.data.docs.packages import (
+    Fetch,
+    Package,
+    apt_get_download,
+    obtain_font,
+    obtain_packages,
+    unpack,
+)
 from seq2seq.data.docs.segments import PageCounts, Segment, normalize_space
 from seq2seq.data.docs.sources import LANGUAGE_NAMES, LANGUAGES
 from seq2seq.data.leakage import NEAR_SIMILARITY
@@ -98,6 +105,8 @@ def build_docs(
     names = list(dict.fromkeys(p for name in sources for p in known[name].packages))
     raw_dir = root / "raw"
     packages, missing = obtain_packages(names, raw_dir, fetch=fetch, allow_missing=allow_missing)
+    if lang == "ko":
+        obtain_font(raw_dir, fetch=fetch)  # not part of the corpus: its heatmaps' labels
     indexes: list[IndexFile] = []
     if any(known[name].indexes for name in sources):
         try:

@@ -21,6 +21,9 @@ from seq2seq.errors import UserError
 Fetch = Callable[[Sequence[str], Path], None]
 
 UNPACKED_MARKER = ".unpacked"
+# Debian's Korean fonts (NanumGothic, Architecture: all): the heatmaps' Hangul labels
+FONT_PACKAGE = "fonts-nanum"
+FONT_FILE = "usr/share/fonts/truetype/nanum/NanumGothic.ttf"
 
 
 @dataclass(frozen=True)
@@ -113,6 +116,22 @@ def obtain_packages(
         if deb is not None:
             packages[name] = Package(name, deb_version(deb), _sha256(deb), deb)
     return packages, missing
+
+
+def obtain_font(raw_dir: Path, *, fetch: Fetch) -> Path | None:
+    """Fetch (once) and unpack FONT_PACKAGE into `raw_dir`, beside a Korean corpus's packages,
+    so its heatmaps draw Hangul (`visualization.cjk_font` finds it there, offline).
+
+    Returns:
+        The font file, or None after one line saying why (the corpus builds without it).
+    """
+    try:
+        packages, _ = obtain_packages([FONT_PACKAGE], raw_dir, fetch=fetch, allow_missing=False)
+        return unpack(packages[FONT_PACKAGE], raw_dir) / FONT_FILE
+    except UserError as err:
+        print(f"no {FONT_PACKAGE}: Korean heatmap labels draw as boxes unless a CJK font is "
+              f"installed; {str(err).splitlines()[0]}")
+        return None
 
 
 def deb_version(deb: Path) -> str:
