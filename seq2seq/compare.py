@@ -24,9 +24,9 @@ from omegaconf import DictConfig
 from seq2seq.config import register_configs
 from seq2seq.corpus import documents_of, encode_split
 from seq2seq.data import data_root, load_corpus
-from seq2seq.data.docs.sources import domain_of
 from seq2seq.decoding import DecodeSettings, decode_settings
 from seq2seq.errors import UserError, exit_on_user_error
+from seq2seq.evaluate import split_domains
 from seq2seq.evaluation.aer import probe_alignment
 from seq2seq.evaluation.compare_report import write_report
 from seq2seq.evaluation.decode_and_score import decode_and_score, decode_ids
@@ -36,7 +36,6 @@ from seq2seq.evaluation.metrics import (
     bleu_difference,
     bleu_gap_by_length,
     bleu_tokenize_for,
-    scores_by_domain,
 )
 from seq2seq.evaluation.word_links import aer_label, supervised_attention
 from seq2seq.inference import load_for_inference
@@ -118,9 +117,7 @@ def study_variant(variant: str, run_dir: Path, metrics: dict[str, Any]) -> dict[
     beam_hyps = read_hypotheses(run_dir / "test.hyp")
     buckets = bleu_by_length(test.src_text, beam_hyps, test.tgt_text,
                              edges=tuple(cfg.data.length_buckets), tokenize=tokenize)
-    domains = [domain_of(d) for d in test.documents or []]
-    by_domain = scores_by_domain(domains, beam_hyps, test.tgt_text, tokenize) if (
-        domains and None not in domains and len(set(domains)) > 1) else []
+    by_domain = split_domains(test.documents, beam_hyps, test.tgt_text, tokenize)
     probe = list(cfg.data.probe)[:1]
     probe_row: dict[str, Any] = {}
     if probe:
