@@ -21,6 +21,7 @@ from seq2seq.data.docs.filters import (
 from seq2seq.data.docs.segments import Segment
 from seq2seq.data.leakage import (
     TwinIndex,
+    format_report,
     leakage_report,
     normalise,
     similarity,
@@ -108,7 +109,25 @@ def test_a_normalised_and_a_near_twin_leave_the_held_out_splits() -> None:
     assert [s.en for s in splits["test"]] == ["Footnotes at the end of a page."]
     report = leakage_report({name: ([s.translation for s in rows], [s.en for s in rows])
                              for name, rows in splits.items()})
-    assert report["test"] == {"pairs": 1, "exact": 0, "normalised": 0, "near": 0}
+    assert report["test"] == {"pairs": 1, "exact": 0, "normalised": 0, "near": 0, "loose": 0}
+
+
+def test_the_loose_diagnostic_finds_what_the_removal_lets_through() -> None:
+    """A held-out pair at similarity 0.85 to a train side passes the removal (0.9) and is
+    counted by the diagnostic (0.8); the report says both in one line."""
+    train = ("Speichern Sie das Dokument jetzt.", "Save the document now, please.")
+    near = "Save the document now, pleas."  # above 0.9: removed by the near rule
+    loose = "Save this document now, thanks."
+    assert 0.8 <= similarity(loose, train[1]) < 0.9 < similarity(near, train[1])
+    splits = {"train": ([train[0]], [train[1]]),
+              "validation": (["Ganz anders.", "Etwas ganz Neues hier."], [loose, "New text."]),
+              "test": (["Noch etwas."], [near])}
+    report = leakage_report(splits)
+    assert report["validation"] == {"pairs": 2, "exact": 0, "normalised": 0, "near": 0,
+                                    "loose": 1}
+    assert report["test"] == {"pairs": 1, "exact": 0, "normalised": 0, "near": 1, "loose": 1}
+    line = format_report(report)[0]
+    assert line.endswith("diagnostic, similarity >= 0.8 (nothing removed): 1 (50.0%)")
 
 
 def test_an_l10n_family_goes_to_one_split() -> None:
@@ -196,3 +215,20 @@ def test_prepare_reports_the_twins_of_any_corpus(tmp_path: Path, capsys) -> None
         exact = sum(src in train_src or tgt in train_tgt for src, tgt in corpus[split])
         report = stats["leakage"][split]
         assert report["pairs"] == len(corpus[split]) and report["exact"] == exact > 0
+
+
+def test_package_descriptions_that_share_a_paragraph_are_one_family() -> None:
+    """libfoo1 and libfoo-dev repeat libfoo's paragraph: one family, so one split; a line
+    every -dev package repeats is boilerplate and joins nobody."""
+    shared = Segment("libfoo는 foo 파일을 읽는 라이브러리입니다.",
+                     "libfoo is a library that reads foo files.", "")
+    boiler = Segment("이 패키지에는 개발 파일이 있습니다.",
+                     "This package contains the development files.", "")
+    segments = [shared._replace(document="package-descriptions/libfoo1"),
+                shared._replace(document="package-descriptions/libfoo-dev"),
+                boiler._replace(document="package-descriptions/libfoo-dev")]
+    segments += [boiler._replace(document=f"package-descriptions/lib{n}-dev")
+                 for n in "abcdef"]
+    families, _ = document_families(segments)
+    assert families["package-descriptions/libfoo1"] == families["package-descriptions/libfoo-dev"]
+    assert len({families[f"package-descriptions/lib{n}-dev"] for n in "abcdef"}) == 6

@@ -100,7 +100,7 @@ def build_validator(
         batch_tokens=t.batch_tokens, pad_to_multiple=t.pad_to_multiple,
         max_sentences=t.eval_max_sentences,
         bleu_tokenize=bleu_tokenize_for(cfg.data.tgt_lang, cfg.data.bleu_tokenize),
-        test_set=cfg.data.test_set, probe=list(cfg.data.probe),
+        test_set=f"{cfg.data.test_set}, corpus {data.fingerprint[:16]}", probe=list(cfg.data.probe),
         probe_reference=cfg.data.probe_reference,
         probe_words=[list(pair) for pair in cfg.data.probe_words], links=data.links,
         supervised=supervised_attention(cfg),

@@ -29,7 +29,6 @@ from seq2seq.data.docs.filters import (
     filter_segments,
     remove_train_twins,
     split_of_document,
-    strip_accelerators,
 )
 from seq2seq.data.docs.packages import (
     Fetch,
@@ -40,13 +39,16 @@ from seq2seq.data.docs.packages import (
     unpack,
 )
 from seq2seq.data.docs.segments import PageCounts, Segment, normalize_space
-from seq2seq.data.docs.sources import LANGUAGE_NAMES, LANGUAGES
+from seq2seq.data.docs.sources import LANGUAGE_NAMES, LANGUAGES, Source
 from seq2seq.data.leakage import NEAR_SIMILARITY
 from seq2seq.errors import UserError
 
 # 2: families kept on one side of the split, near twins removed; 3 (Korean): accelerators
-# stripped, pairs with placeholders dropped, the test share set per domain
-EXTRACTION_VERSIONS = {"de": 2, "ko": 3}
+# stripped, pairs with placeholders dropped, the test share set per domain; 4 (Korean):
+# accelerators only where they are one (interface catalogs, the mark required), the
+# placeholder forms of LibreOffice, Qt, printf and Mozilla, entities decoded
+# German 3 too: LibreOffice's literal `(~)`, `(_)` no longer read as marks
+EXTRACTION_VERSIONS = {"de": 3, "ko": 4}
 LONG_WORDS = 30  # held-out pairs with more words than this on a side are counted apart
 
 
@@ -104,9 +106,8 @@ def build_docs(
                         f"{', '.join(known)} ({LANGUAGE_NAMES[lang]})")
     names = list(dict.fromkeys(p for name in sources for p in known[name].packages))
     raw_dir = root / "raw"
+    test_buckets = check_test_buckets(test_buckets or {}, [known[name] for name in sources])
     packages, missing = obtain_packages(names, raw_dir, fetch=fetch, allow_missing=allow_missing)
-    if lang == "ko":
-        obtain_font(raw_dir, fetch=fetch)  # not part of the corpus: its heatmaps' labels
     indexes: list[IndexFile] = []
     if any(known[name].indexes for name in sources):
         try:
@@ -126,7 +127,6 @@ def build_docs(
                         "fetch them (see above) and run again")
     used: list[Package | IndexFile] = [
         packages[p] for p in dict.fromkeys(p for n in usable for p in known[n].packages)]
-    test_buckets = dict(sorted((test_buckets or {}).items()))
     version = EXTRACTION_VERSIONS[lang]
     used += [index for index in indexes if any(known[name].indexes for name in usable)]
     key = hashlib.sha256(json.dumps(
@@ -144,11 +144,34 @@ def build_docs(
         )
         print(f"documentation corpus: reusing {folder}")
     else:
+        if lang == "ko":  # with the packages, once: the heatmaps' Hangul labels
+            obtain_font(raw_dir, fetch=fetch)
         started = time.monotonic()
         corpus = _build(usable, used, missing, raw_dir, folder, lang, test_buckets)
         print(f"documentation corpus: built {folder} in {time.monotonic() - started:.0f} s")
     _print_counts(corpus.manifest, lang)
     return corpus
+
+
+def check_test_buckets(test_buckets: dict[str, int], sources: Sequence[Source]
+                       ) -> dict[str, int]:
+    """`data.test_buckets` checked against the chosen sources' domains, sorted by domain.
+
+    Raises:
+        UserError: a key that is not a domain of the sources, or a share outside 0 to
+            100 - VALIDATION_BUCKETS (validation keeps its buckets).
+    """
+    domains = sorted({source.domain for source in sources})
+    most = 100 - VALIDATION_BUCKETS
+    for domain, buckets in test_buckets.items():
+        if domain not in domains:
+            raise UserError(f"data.test_buckets: {domain!r} is not a domain of the chosen "
+                            f"sources ({', '.join(domains)})")
+        if not isinstance(buckets, int) or isinstance(buckets, bool) or not 0 <= buckets <= most:
+            raise UserError(f"data.test_buckets.{domain}={buckets!r}: a whole number of md5 "
+                            f"buckets from 0 to {most} (the next {VALIDATION_BUCKETS} are "
+                            "validation's)")
+    return dict(sorted(test_buckets.items()))
 
 
 def _build(
@@ -162,7 +185,6 @@ def _build(
 ) -> DocsCorpus:
     by_name = {package.name: package for package in packages if isinstance(package, Package)}
     sources_of_lang = LANGUAGES[lang]
-    marks = strip_accelerators if lang == "ko" else str
     seen: set[tuple[str, str]] = set()
     duplicates: list[Segment] = []
     kept_by_source: dict[str, list[Segment]] = {}
@@ -174,10 +196,11 @@ def _build(
             roots["i18n"] = raw_dir / I18N_DIR
         page_counts: list[PageCounts] = []
         segments = (
-            Segment(normalize_space(marks(s.translation)), normalize_space(s.en), s.document)
+            Segment(normalize_space(s.translation), normalize_space(s.en), s.document)
             for s in source.align(roots, name, page_counts)
         )
-        kept_by_source[name], dropped = filter_segments(segments, seen, duplicates, lang)
+        kept_by_source[name], dropped = filter_segments(segments, seen, duplicates, lang,
+                                                        source.placeholder)
         reports[name] = {"packages": list(source.packages), "domain": source.domain,
                          "dropped": dropped}
         if page_counts:

@@ -12,24 +12,28 @@ Filter, in this order, each pair counted under the first rule it fails:
   gimp-help fall back to the English text, sometimes behind a Korean word: "그림 Layers
   dialog"; on Debian 12 the Korean sides' Hangul shares cluster at 0 and above 0.9);
 - placeholder (Korean): a side holds a format placeholder or markup that a program fills in
-  at run time (`PLACEHOLDER`: `%s`, `%1$d`, `%1`, `%(name)s`, `{name}`, `{ $count }`, `<b>`,
-  `[player]`, `$nick`, `~a`). The pair is dropped whole: cutting the placeholder out leaves
-  a fragment ("You use the to clean yourself off"). LibreOffice's `%PRODUCTNAME` is a
-  product name written the same on both sides, not a hole in the sentence, and stays;
+  at run time (`PLACEHOLDER`: `%s`, `%1$d`, `%*d`, `%.*s`, `%'d`, `%1`, `%L1`, `%TITLE`,
+  `%(name)s`, `$(ARG1)`, `{name}`, `{ $count }`, `<b>`, `[player]`, `$nick`, `~a`; and a
+  source's own form, Mozilla's `#1`). The pair is dropped whole: cutting the placeholder out
+  leaves a fragment ("You use the to clean yourself off"). LibreOffice's `%PRODUCTNAME` is a
+  product name written the same on both sides, not a hole in the sentence, and stays, as does
+  what only looks like a hole (`100%`, `Lydian #2 #5`, `$5`). HTML entities (`&amp;`) are
+  characters, decoded by the catalog readers (`segments.unescape_entities`);
 - duplicate: the same (translation, English) pair came earlier (in any source).
-Korean interface strings carry their accelerator after the text (`선택하십시오(~W).`, `(_W)`,
-`(&W)`): `strip_accelerators` removes it before the filter, as the English side's `~`, `_`
-and `&` marks are removed by the extractors.
+Accelerators (`선택하십시오(~W).`, `_New Game`) are removed by the interface catalogs' readers
+(seq2seq.data.docs.accelerators), nowhere else.
 Split: a pair goes where its family goes, by `md5(family) % 100` (documents, not lines,
 because documentation repeats its boilerplate). A family is a set of documents that share
 text, kept on one side of the split (`document_families`):
 - by name: the strings of one interface catalog whose contexts share a stem (`STR_NUM1`,
   `STR_NUM2`; `SC_OPCODE_ROWS`, `SC_OPCODE_COLUMNS`), and the man pages of one name stem in any
   section (`sane-teco1.5`, `sane-teco2.5`; `printf.1`, `printf.3`);
-- by content, within one man-page source: pages holding a side equal after normalisation
-  (seq2seq.data.leakage; a duplicate pair counts) are joined (`chmod.2`, `chown.2` share
-  their ERRORS entries), unless the text is boilerplate (in more than BOILERPLATE_FAMILIES
-  families). Joining across sources, or the help pages by content, chains most of the corpus
+- by content, within one man-page source or the package descriptions (CONTENT_SOURCES):
+  documents holding a side equal after normalisation (seq2seq.data.leakage; a duplicate pair
+  counts) are joined (`chmod.2`, `chown.2` share their ERRORS entries; `libfoo1` and
+  `libfoo-dev` share libfoo's paragraph), unless the text is boilerplate (in more than
+  BOILERPLATE_FAMILIES families: "This package contains the development files."). Joining
+  across sources, or the help pages by content, chains most of the corpus
   into one family (the build measured 18,169 pairs in one); their near twins are removed below;
 - an aggregator, a family that shares text with more than AGGREGATOR_LINKS others (an index
   page repeating the NAME lines of other pages), stays in train and joins nobody.
@@ -59,6 +63,9 @@ VALIDATION_BUCKETS = 3  # the next buckets: validation
 BOILERPLATE_FAMILIES = 5  # a text in more families than this joins none of them
 AGGREGATOR_LINKS = 10  # a family sharing text with more families than this stays in train
 MAN_SOURCES = ("manpages", "program-manpages")
+# the sources whose documents join by shared text: a man page's source, and the package
+# descriptions (libfoo1 and libfoo-dev repeat libfoo's paragraph)
+CONTENT_SOURCES = (*MAN_SOURCES, "package-descriptions")
 L10N_SOURCE = "libreoffice-l10n"
 _WORD = re.compile(r"\w+")
 _LETTER = re.compile(r"[^\W\d_]")
@@ -90,27 +97,28 @@ RULES_BY_LANGUAGE = {
 }
 _TRAILING_DIGITS = re.compile(r"[\d_.-]+$")
 PLACEHOLDER = re.compile(
-    r"%(?:\d+\$)?[-+0#]*\d*(?:\.\d+)?(?:hh|h|ll|l|z)?[sdiufFeEgGxXoScp@]"  # printf: %s %1$d %S
+    # printf: %s %1$d %S %*d %.*s %'d (a letter after a capital is a name: %TITLE, below)
+    r"%(?:\d+\$)?[-+0#']*(?:\d+|\*)?(?:\.(?:\d+|\*))?(?:hh|h|ll|l|z|j|t|L)?"
+    r"(?:[sdiufeEgGxXocp@]|[SFC](?![A-Z]))"
     r"|%\(\w+\)[sdr]"  # Python's %(name)s
-    r"|%\d"  # positional: %1 (Qt, LibreOffice)
+    r"|%L?\d"  # positional: %1 (Qt, LibreOffice), Qt's localised %L1
+    r"|%(?!PRODUCTNAME\b)[A-Z][A-Z0-9_]{2,}%?"  # a named hole: %TITLE, %FILENAME, %NAME%
+    r"|\$\([A-Za-z][\w]*\)"  # LibreOffice's $(ARG1), $(ERR)
     r"|\{[^{}]*\}"  # {name}, {0}, Fluent's { $count }
     r"|</?[A-Za-z][^<>]*>"  # markup: <b>, <color_red>, </a>
     r"|\[[A-Za-z_][\w.]*\]"  # Ren'Py's [player]
     r"|\$[A-Za-z_][\w.|]*"  # Wesnoth's $nick, $unit.name
     r"|~[as](?!\w)"  # Scheme's format: ~a (aisleriot)
 )
-# a Korean interface string's accelerator, written after the word: 선택하십시오(~W), 파일(&F)
-KOREAN_ACCELERATOR = re.compile(r"(?<=\S)\([~_&]?[A-Za-z0-9]\)")
+# Mozilla's plural count, `#1 downloads`: a hole there only (Minuet's `Lydian #2 #5` is a chord)
+MOZILLA_PLACEHOLDER = re.compile(r"(?<![\w#])#\d(?!\d)")
 
 
-def has_placeholder(text: str) -> bool:
-    """Whether `text` holds a format placeholder or markup (PLACEHOLDER)."""
-    return PLACEHOLDER.search(text) is not None
-
-
-def strip_accelerators(text: str) -> str:
-    """`text` without the accelerators Korean interface strings carry after a word."""
-    return KOREAN_ACCELERATOR.sub("", text)
+def has_placeholder(text: str, extra: re.Pattern[str] | None = None) -> bool:
+    """Whether `text` holds a format placeholder or markup (PLACEHOLDER, or a source's own
+    `extra` form)."""
+    return PLACEHOLDER.search(text) is not None or (
+        extra is not None and extra.search(text) is not None)
 
 
 def shared_word_share(translation: str, en: str) -> float:
@@ -132,13 +140,15 @@ def hangul_share(text: str) -> float:
     return sum(bool(_HANGUL.match(letter)) for letter in letters) / len(letters)
 
 
-def drop_reason(translation: str, en: str, lang: str = "de") -> str | None:
+def drop_reason(translation: str, en: str, lang: str = "de",
+                placeholder: re.Pattern[str] | None = None) -> str | None:
     """The first rule (all but duplicate) that a normalised pair fails, or None to keep it.
 
     Args:
         translation: the translated side.
         en: the English side.
         lang: the translated language, a key of RULES_BY_LANGUAGE.
+        placeholder: a placeholder form of this pair's source beside PLACEHOLDER.
     """
     rules = RULES_BY_LANGUAGE[lang]
     if not translation or not en:
@@ -153,7 +163,8 @@ def drop_reason(translation: str, en: str, lang: str = "de") -> str | None:
         rules.min_hangul_share is not None and hangul_share(translation) < rules.min_hangul_share
     ):
         return "untranslated"
-    if rules.drop_placeholders and (has_placeholder(translation) or has_placeholder(en)):
+    if rules.drop_placeholders and (has_placeholder(translation, placeholder)
+                                    or has_placeholder(en, placeholder)):
         return "placeholder"
     return None
 
@@ -163,6 +174,7 @@ def filter_segments(
     seen: set[tuple[str, str]],
     duplicates: list[Segment] | None = None,
     lang: str = "de",
+    placeholder: re.Pattern[str] | None = None,
 ) -> tuple[list[Segment], dict[str, int]]:
     """Keep the segments that pass the filter and were not seen before.
 
@@ -173,6 +185,7 @@ def filter_segments(
         duplicates: if given, the segments dropped as duplicates are appended: their
             documents share text with the first copy's (`document_families`).
         lang: the translated language (RULES_BY_LANGUAGE).
+        placeholder: the source's own placeholder form (`Source.placeholder`), if any.
 
     Returns:
         The kept segments in order, and the number dropped per reason (DROP_REASONS).
@@ -180,7 +193,7 @@ def filter_segments(
     kept = []
     dropped = dict.fromkeys(DROP_REASONS, 0)
     for segment in segments:
-        reason = drop_reason(segment.translation, segment.en, lang)
+        reason = drop_reason(segment.translation, segment.en, lang, placeholder)
         if reason is None and (segment.translation, segment.en) in seen:
             reason = "duplicate"
             if duplicates is not None:
@@ -255,7 +268,7 @@ def document_families(segments: Iterable[Segment]) -> tuple[dict[str, str], set[
     texts: dict[tuple[str, str], set[str]] = defaultdict(set)
     for segment in segments:
         source = segment.document.partition("/")[0]
-        if source not in MAN_SOURCES:
+        if source not in CONTENT_SOURCES:
             continue
         for side, text in (("translation", segment.translation), ("en", segment.en)):
             key = normalise(text)

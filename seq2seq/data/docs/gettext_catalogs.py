@@ -9,8 +9,10 @@ a block: within one catalog and message context, the messages in msgid order (th
 one block, so they go to one split; the near twins that still straddle blocks are removed from
 validation and test by the build (`filters.remove_train_twins`).
 
-English sides lose their mnemonic marks (`_New Game`, `&File`), Wesnoth's `context^` prefixes
-(`race^Human`); Korean accelerators (`게임(_N)`) are removed by the build for every source.
+Interface catalogs (menus, dialogs) lose their accelerators, `_New Game` and `게임(_N)`
+(seq2seq.data.docs.accelerators: only where the mark is one); stories keep every `_` and `&`
+(`R&D`, `file_name`). Wesnoth's `context^` prefixes (`race^Human`) go everywhere, and HTML
+entities are decoded (`&amp;` is `&`: Pango and Qt render these strings as markup).
 """
 
 from __future__ import annotations
@@ -22,11 +24,11 @@ from dataclasses import dataclass
 from fnmatch import fnmatch
 from pathlib import Path
 
+from seq2seq.data.docs.accelerators import strip_interface_pair
 from seq2seq.data.docs.mo_catalogs import read_mo
-from seq2seq.data.docs.segments import Segment, normalize_space
+from seq2seq.data.docs.segments import Segment, normalize_space, unescape_entities
 
 BLOCK = 40  # messages a document
-_MNEMONIC = re.compile(r"[_&](?=\w)")
 _CONTEXT_PREFIX = re.compile(r"^[\w ]+\^")  # Wesnoth: "race^Human", "female^Guard"
 
 
@@ -53,7 +55,7 @@ class Catalogs:
 
 
 def align_gettext(
-    roots: dict[str, Path], source: str, catalogs: Sequence[Catalogs]
+    roots: dict[str, Path], source: str, catalogs: Sequence[Catalogs], interface: bool = False
 ) -> Iterator[Segment]:
     """Every translated message of the named catalogs, as (Korean, English) segments.
 
@@ -61,6 +63,7 @@ def align_gettext(
         roots: package name -> its unpacked root (holding `usr/...`).
         source: the source name that starts each document name.
         catalogs: the packages and globs to read, in order.
+        interface: the catalogs are menus and dialogs, whose accelerators go.
 
     Yields:
         One segment per message with a non-empty msgid and msgstr, document
@@ -77,8 +80,9 @@ def align_gettext(
                     by_context[context].append((msgid, msgstr))
             for context, messages in sorted(by_context.items()):
                 for index, (msgid, msgstr) in enumerate(sorted(messages)):
-                    yield Segment(
-                        normalize_space(_CONTEXT_PREFIX.sub("", msgstr)),
-                        normalize_space(_MNEMONIC.sub("", _CONTEXT_PREFIX.sub("", msgid))),
-                        f"{source}/{stem}/{context or '-'}/{index // BLOCK:03d}",
-                    )
+                    en, translation = (unescape_entities(_CONTEXT_PREFIX.sub("", msgid)),
+                                       unescape_entities(_CONTEXT_PREFIX.sub("", msgstr)))
+                    if interface:
+                        en, translation = strip_interface_pair(en, translation)
+                    yield Segment(normalize_space(translation), normalize_space(en),
+                                  f"{source}/{stem}/{context or '-'}/{index // BLOCK:03d}")

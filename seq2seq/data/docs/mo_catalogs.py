@@ -8,7 +8,7 @@ start with a context and `\\x04` (`optfltrpage|label1\\x04Settings`); a plural e
 forms separated by NUL, of which the singular is kept. The entry with an empty msgid is the
 catalog's header and is skipped. LibreOffice marks a menu accelerator with `~` (`~Ignore`) and,
 in the strings of `.ui` dialog files, a mnemonic with `_` (`Righ_t/Bottom`); both marks are
-removed.
+removed, and the Korean side's bracketed accelerators (`저장(~S)`; seq2seq.data.docs.accelerators).
 """
 
 from __future__ import annotations
@@ -17,13 +17,14 @@ import struct
 from collections.abc import Iterator
 from pathlib import Path
 
+from seq2seq.data.docs.accelerators import strip_bracketed, strip_marks
 from seq2seq.data.docs.segments import Segment, normalize_space
 from seq2seq.errors import UserError
 
 CATALOG_DIR = "usr/lib/libreoffice/program/resource/{lang}/LC_MESSAGES"
 MAGIC = 0x950412DE
-ACCELERATOR = str.maketrans("", "", "~")
-ACCELERATOR_AND_MNEMONIC = str.maketrans("", "", "~_")
+MARKS = "~"  # every string's
+UI_MARKS = "~_"  # a `.ui` dialog string's (its context names the file: `optfltrpage|label1`)
 
 
 def read_mo(path: Path) -> list[tuple[str, str, str]]:
@@ -79,9 +80,9 @@ def align_catalogs(root: Path, source: str, lang: str = "de") -> Iterator[Segmen
         for context, msgid, msgstr in read_mo(path):
             if not msgid or not msgstr:
                 continue
-            marks = ACCELERATOR_AND_MNEMONIC if "|" in context else ACCELERATOR
+            marks = UI_MARKS if "|" in context else MARKS
             yield Segment(
-                normalize_space(msgstr.translate(marks)),
-                normalize_space(msgid.translate(marks)),
+                normalize_space(strip_marks(strip_bracketed(msgstr), marks)),
+                normalize_space(strip_marks(msgid, marks)),
                 f"{source}/{path.stem}/{context.split('|', 1)[0] or msgid}",
             )

@@ -16,7 +16,7 @@ A Fluent message (`id = value`) gives its value under `id` and each attribute
 (`#1 download;#1 downloads`) and is skipped. Access keys, command keys, shortcut keys and
 styles are not text and are skipped too. Placeables and placeholders (`{ $count }`,
 `{ -brand-short-name }`, `%S`, `%1$S`, `#1`) and markup stay in place: the filters decide what
-to do with them.
+to do with them (`#1` is a hole only here: `filters.MOZILLA_PLACEHOLDER`). Entities are decoded.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from seq2seq.data.docs.segments import Segment, normalize_space
+from seq2seq.data.docs.segments import Segment, normalize_space, unescape_entities
 
 
 @dataclass(frozen=True)
@@ -179,4 +179,5 @@ def align_mozilla(
         for key, en in parse(english[path]).items():
             translation = translations.get(key, "")
             if en.strip() and translation.strip() and _is_string(key, en, translation, fluent):
-                yield Segment(normalize_space(translation), normalize_space(en), f"{source}/{path}")
+                yield Segment(normalize_space(unescape_entities(translation)),
+                              normalize_space(unescape_entities(en)), f"{source}/{path}")

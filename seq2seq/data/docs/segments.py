@@ -3,12 +3,14 @@ position of pages that keep their original's structure."""
 
 from __future__ import annotations
 
+import html
 import re
 import unicodedata
 from collections.abc import Callable, Sequence
 from typing import NamedTuple, TypeVar
 
 _SPACE = re.compile(r"\s+")
+_ENTITY = re.compile(r"&(?:[A-Za-z][A-Za-z0-9]*|#\d+|#[xX][0-9A-Fa-f]+);")
 T = TypeVar("T")
 
 
@@ -33,6 +35,13 @@ def normalize_space(text: str) -> str:
     """NFC-normalize, turn every run of whitespace (no-break spaces included) into one space,
     and strip the ends."""
     return _SPACE.sub(" ", unicodedata.normalize("NFC", text)).strip()
+
+
+def unescape_entities(text: str) -> str:
+    """`text` with its HTML entities decoded (`R&amp;D` -> `R&D`, `&lt;-&gt;` -> `<->`): for
+    the strings that programs render as markup (catalogs, Mozilla's), where an entity is the
+    character it names. Documentation pages are decoded by their parser instead."""
+    return _ENTITY.sub(lambda match: html.unescape(match.group(0)), text)
 
 
 class PageCounts(NamedTuple):

@@ -18,12 +18,14 @@ unit its split share is set by (`data.test_buckets`).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
 from seq2seq.data.docs.crawl_descriptions import align_crawl
 from seq2seq.data.docs.descriptions import align_descriptions
+from seq2seq.data.docs.filters import MOZILLA_PLACEHOLDER
 from seq2seq.data.docs.gettext_catalogs import Catalogs, align_gettext
 from seq2seq.data.docs.libreoffice_help import align_help
 from seq2seq.data.docs.manpages import align_manpages
@@ -63,12 +65,14 @@ class Source:
         domain: one of DOMAINS.
         indexes: whether it reads apt's translated package descriptions (fetched by
             `descriptions.fetch_translations`, handed to `align` as `roots["i18n"]`).
+        placeholder: a placeholder form of this source's own beside `filters.PLACEHOLDER`.
     """
 
     packages: tuple[str, ...]
     align: Aligner
     domain: str = DOCUMENTATION
     indexes: bool = False
+    placeholder: re.Pattern[str] | None = None
 
 
 def _manual_source(manual: Manual, domain: str = DOCUMENTATION) -> Source:
@@ -82,7 +86,8 @@ def _manual_source(manual: Manual, domain: str = DOCUMENTATION) -> Source:
 def _gettext_source(catalogs: tuple[Catalogs, ...], domain: str) -> Source:
     return Source(
         packages=tuple(dict.fromkeys(c.package for c in catalogs)),
-        align=lambda roots, name, counts: align_gettext(roots, name, catalogs),
+        align=lambda roots, name, counts: align_gettext(roots, name, catalogs,
+                                                        interface=domain == INTERFACE),
         domain=domain,
     )
 
@@ -265,6 +270,7 @@ KO_SOURCES.update({
         INTERFACE,
     ),
     **{name: Source(packages=(p.program_package, p.langpack_package), domain=INTERFACE,
+                    placeholder=MOZILLA_PLACEHOLDER,
                     align=lambda roots, name, counts, p=p: align_mozilla(
                         p, roots[p.program_package], roots[p.langpack_package], name))
        for name, p in PRODUCTS.items()},
