@@ -8,7 +8,7 @@ EXTRAS ?= dev
 EXCLUDE ?=
 WHEELS ?=
 
-.PHONY: help train corpus test test-slow test-all compare prepare tensorboard benchmark lint clean \
+.PHONY: help train corpus test test-slow test-all compare prepare explore tensorboard benchmark lint clean \
 	wheelhouse install-offline rehearse-gpu-check
 
 help:  ## list the targets
@@ -19,7 +19,7 @@ help:  ## list the targets
 $(VENV)/.installed: pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[dev,serve,sweep]'
+	$(PY) -m pip install --quiet -e '.[dev,serve,sweep,explore]'
 	$(PY) -m pip install --quiet -e '.[align]' || echo "eflomal could not be built: the attention alignment metric (AER) will be reported as unavailable"
 	$(PY) -m pip install --quiet -e '.[ko]' || echo "mecab-ko could not be installed: Korean BLEU falls back from ko-mecab to 13a (and says so)"
 	touch $@
@@ -47,6 +47,9 @@ prepare: $(VENV)/.installed  ## build (or reuse) the corpus and tokenizer and pr
 
 compare: $(VENV)/.installed  ## train every variant on the same budget; writes results/compare.md
 	$(PY) -m seq2seq.compare $(ARGS)
+
+explore: $(VENV)/.installed  ## the attention explorer on 127.0.0.1:8000; ARGS="ckpt=[A/checkpoints/best.pt,B/...]"
+	$(PY) -m seq2seq.explore $(ARGS)
 
 tensorboard: $(VENV)/.installed  ## TensorBoard over all runs
 	$(VENV)/bin/tensorboard --logdir runs $(ARGS)

@@ -26,6 +26,7 @@ from typing import Any
 import hydra
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING, DictConfig, OmegaConf
+from torch import Tensor
 
 from seq2seq.alignment import AlignerUnavailable, parse_links, run_eflomal
 from seq2seq.choices import Choice
@@ -41,6 +42,7 @@ from seq2seq.evaluation.pharaoh import (
     score_links,
 )
 from seq2seq.evaluation.word_links import (
+    Reading,
     choose_reading,
     supervised_attention,
     teacher_forced,
@@ -105,18 +107,40 @@ def read_pairs(src: str | Path, tgt: str | Path) -> tuple[list[str], list[str]]:
     return sources, targets
 
 
-def model_links(
+@dataclass
+class TeacherForced:
+    """Pairs' attention teacher-forced as `align` reads it.
+
+    Attributes:
+        reading: the attention read (`choose_reading`).
+        src_ids, tgt_ids: each pair's piece ids, cut to the model's length limits (EOS aside).
+        src_spans, tgt_spans: each piece's character span in its text, cut alike.
+        attention: each pair's piece attention (T + 1, S + 1), EOS row and column included.
+    """
+
+    reading: Reading
+    src_ids: list[list[int]]
+    tgt_ids: list[list[int]]
+    src_spans: list[list[tuple[int, int]]]
+    tgt_spans: list[list[tuple[int, int]]]
+    attention: list[Tensor]
+
+
+def teacher_forced_attention(
     loaded: Loaded, sources: list[str], targets: list[str], names: tuple[str, str],
-    reading: str, layer: int | str, batch_size: int,
-) -> list[frozenset[Link]]:
-    """The links (source word, target word) of every pair from `loaded`'s attention, each
-    side cut to the model's length limits (a warning names the line; words past the cut get
-    no link). `names`: how warnings name the source and target files."""
+    reading: str = "attention", layer: int | str = "validation", batch_size: int = 64,
+    verbose: bool = True,
+) -> TeacherForced:
+    """Every pair's attention from `loaded` teacher-forced on its target text, each side cut
+    to the model's length limits (a warning names the line; words past the cut get no link).
+    `names`: how warnings name the source and target files; `verbose`: say on stderr which
+    attention is read. The explorer reads it too."""
     name = "ensemble" if loaded.members else str(loaded.config.model.name)
     supervised = None if loaded.members else supervised_attention(loaded.config)
     chosen = choose_reading(loaded.model, name, loaded.history, loaded.device, reading, layer,
                             supervised)
-    print(f"{loaded.checkpoint}: {chosen.description}", file=sys.stderr)
+    if verbose:
+        print(f"{loaded.checkpoint}: {chosen.description}", file=sys.stderr)
     tok, cfg = loaded.tokenizer, loaded.config.tokenizer
     ids, spans = [], []
     for texts, encode, span, limit, path in (
@@ -125,15 +149,26 @@ def model_links(
     ):
         side = encode(texts)
         for number, pieces in enumerate(side, start=1):
-            if len(pieces) >= limit:  # room for EOS (and BOS), as evaluation leaves it
+            if len(pieces) >= limit and verbose:  # room for EOS (and BOS), as evaluation does
                 warn(f"{path} line {number}: {len(pieces)} pieces is longer than the model "
                      f"allows; the words past piece {limit - 1} get no link")
         ids.append([pieces[: limit - 1] for pieces in side])
         spans.append([s[: limit - 1] for s in span(texts)])
     attention = teacher_forced(loaded.model, ids[0], ids[1], chosen, loaded.device, batch_size)
-    return [word_links(attn, s, t, s_spans, t_spans, chosen.shift)
+    return TeacherForced(chosen, ids[0], ids[1], spans[0], spans[1], attention)
+
+
+def model_links(
+    loaded: Loaded, sources: list[str], targets: list[str], names: tuple[str, str],
+    reading: str, layer: int | str, batch_size: int,
+) -> list[frozenset[Link]]:
+    """The links (source word, target word) of every pair from `loaded`'s attention
+    (`teacher_forced_attention`)."""
+    found = teacher_forced_attention(loaded, sources, targets, names, reading, layer, batch_size)
+    return [word_links(attn, s, t, s_spans, t_spans, found.reading.shift)
             for attn, s, t, s_spans, t_spans
-            in zip(attention, sources, targets, spans[0], spans[1], strict=True)]
+            in zip(found.attention, sources, targets, found.src_spans, found.tgt_spans,
+                   strict=True)]
 
 
 def eflomal_links(sources: list[str], targets: list[str]) -> dict[str, list[frozenset[Link]]]:
