@@ -83,7 +83,7 @@
         header.classList.add("active");
         if (!weights) return;
         weights.replaceChildren(el("strong", {}, `${chosen.rows[t]} → `),
-          row.map((w, s) => el("span", { class: "weight", "data-src": s, "data-value": w }, `${chosen.cols[s]} ${fmt(w)}`)));
+          ...row.map((w, s) => el("span", { class: "weight", "data-src": s, "data-value": w }, `${chosen.cols[s]} ${fmt(w)}`)));
       };
       header.addEventListener("mouseenter", show);
       table.append(el("tr", {}, header, row.map((w, s) => {
@@ -230,7 +230,7 @@
       const rows = await api(`/api/examples?model=0&split=${encodeURIComponent(split)}`);
       state.examples = rows;
       $("#example").replaceChildren(el("option", { value: "" }, `${rows.length} sentences`),
-        rows.map((row, i) => el("option", { value: i }, row.source.slice(0, 80))));
+        ...rows.map((row, i) => el("option", { value: i }, row.source.slice(0, 80))));
     } catch (err) { say(err.message); }
   }
 
