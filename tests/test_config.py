@@ -12,6 +12,7 @@ from hydra.errors import ConfigCompositionException
 from omegaconf import OmegaConf
 
 from seq2seq.align import register_align_config
+from seq2seq.explore import register_explore_config
 from seq2seq.config import register_configs
 from seq2seq.models import build_model
 
@@ -160,6 +161,7 @@ def test_cli_prints_the_composed_config_and_names_a_typo() -> None:
 @pytest.mark.parametrize("path", sorted(CONFIGS.glob("*.yaml")), ids=lambda p: p.stem)
 def test_every_top_level_yaml_composes(path: Path) -> None:
     register_align_config()  # seq2seq.config's schemas and align's, which lives in align.py
+    register_explore_config()  # and explore's, in explore.py
     with initialize_config_dir(config_dir=str(CONFIGS), version_base="1.3"):
         cfg = compose(path.stem)
     assert len(cfg) > 0
