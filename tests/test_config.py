@@ -12,8 +12,8 @@ from hydra.errors import ConfigCompositionException
 from omegaconf import OmegaConf
 
 from seq2seq.align import register_align_config
-from seq2seq.explore import register_explore_config
 from seq2seq.config import register_configs
+from seq2seq.explore import register_explore_config
 from seq2seq.models import build_model
 
 ROOT = Path(__file__).resolve().parents[1]
