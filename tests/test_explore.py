@@ -199,6 +199,12 @@ def test_an_over_long_sentence_is_truncated_with_a_notice(client: TestClient) ->
     assert len(answer["attention"]["src_pieces"]) == 256  # 255 pieces and EOS
 
 
+def test_an_over_long_target_is_read_as_far_as_the_model_reads(client: TestClient) -> None:
+    answer = post(client, model=BAHDANAU, text=SENTENCE, target=LONG)
+    assert "the target has" in answer["notice"] and "get no attention" in answer["notice"]
+    assert len(answer["attention"]["tgt_pieces"]) == 256  # 255 pieces and EOS
+
+
 def test_examples_come_from_the_checkpoints_corpus_with_references(client: TestClient) -> None:
     probes = client.get("/api/examples?model=1&split=probes").json()
     assert probes[0] == {"source": SENTENCE, "reference": "Jane went to the store."}

@@ -198,6 +198,12 @@ class Explorer:
         if forced is not None:
             forced_ids = tok.encode_tgt([forced])[0]
             check_target(forced, forced_ids, tok.tgt_pieces(forced_ids))
+            target_limit = int(loaded.config.tokenizer.max_tgt_len)
+            if len(forced_ids) >= target_limit:
+                cut = (f"the target has {len(forced_ids)} pieces, more than the model reads; "
+                       f"its words past piece {target_limit - 1} get no attention "
+                       f"(tokenizer.max_tgt_len={target_limit})")
+                notice = cut if notice is None else f"{notice}; {cut}"
         settings = search_settings(loaded.config, beam_size, 1, nbest)
         with self.lock:
             started = time.perf_counter()
