@@ -10,12 +10,16 @@
 #      the GPU recipes (experiment=docs_de_en_gpu_*: bf16, large batches, early stopping on
 #      validation), loaded from the carried corpus export; test BLEU beam 5, AER, Shift-Att and
 #      the length study (seq2seq.compare's report);
-#   4. the figures in one JSON, the report, its curves and one archive of every log: 5 files.
+#   3b. the seeds' pair at GPU compute: Bahdanau and the Transformer side by side on English→
+#      Korean (experiment=debian_en_ko_gpu_*) from its carried export, with what the deadline
+#      leaves after the documentation comparison;
+#   4. the figures in one JSON, the reports, their curves and one archive of every log.
 #
 # Usage: scripts/gpu_check.sh [OUT_DIR]   (OUT_DIR: $OUT, else results/gpu_check)
 # Settings (environment), with the device call's values as defaults:
 #   DEVICE=cuda  PYTHON=python3 (the interpreter whose torch is used)
 #   WHEELS=wheelhouse/cp312-h200  DOCS=data/export/docs_de_en  DING=data/export/ding_de_en
+#   KO=data/export/debian_en_ko
 #   (corpus exports: python -m seq2seq.prepare data=NAME export=DIR)
 #   COMPARE_SECONDS=210 (training per variant, all at once)  JOBS=4  BENCH_STEPS=20
 #   BENCH_REPEATS=2  BENCH_ARGS="" (e.g. the rehearsal's --decode-sentences 8)
@@ -28,7 +32,10 @@
 #   DECODE_RESERVE=150 (of what is left to the comparison, the seconds kept for its setup and
 #   test decoding: its training gets the rest, at most COMPARE_SECONDS, and it is not run with
 #   under 30 s of training left)
-#   STAGES="tests benchmark compare" (a rerun after a call that stopped early names the rest)
+#   KO_SECONDS=150 (the en→ko comparison's training per variant, at most)  KO_DECODE_RESERVE=120
+#   KO_VARIANTS="bahdanau transformer"
+#   STAGES="tests benchmark compare compare_ko" (a rerun after a call that stopped early names
+#   the rest)
 # Each stage has its own time limit, so one that hangs cannot take the others' time; the exit
 # status is 1 when any stage failed, and the figures of the others are still collected.
 set -uo pipefail
@@ -40,6 +47,10 @@ PYTHON="${PYTHON:-python3}"
 WHEELS="${WHEELS:-wheelhouse/cp312-h200}"
 DOCS="${DOCS:-data/export/docs_de_en}"
 DING="${DING:-data/export/ding_de_en}"
+KO="${KO:-data/export/debian_en_ko}"
+KO_SECONDS="${KO_SECONDS:-150}"
+KO_DECODE_RESERVE="${KO_DECODE_RESERVE:-120}"
+read -r -a ko_variants <<< "${KO_VARIANTS:-bahdanau transformer}"
 COMPARE_SECONDS="${COMPARE_SECONDS:-210}"
 DEADLINE="${DEADLINE:-520}"
 DECODE_RESERVE="${DECODE_RESERVE:-150}"
@@ -49,7 +60,7 @@ BENCH_REPEATS="${BENCH_REPEATS:-2}"
 read -r -a variants <<< "${VARIANTS:-vanilla bahdanau luong transformer}"
 read -r -a extra <<< "${EXTRA:-}"
 read -r -a bench_args <<< "${BENCH_ARGS:-}"
-STAGES=" ${STAGES:-tests benchmark compare} "
+STAGES=" ${STAGES:-tests benchmark compare compare_ko} "
 PY=.venv/bin/python
 logs="$dir/logs"
 failed=()
@@ -147,6 +158,21 @@ run_stage compare "${COMPARE_LIMIT:-$((train + 240))}" "$PY" -m seq2seq.compare 
 fi
 fi
 
+if [[ "$STAGES" == *" compare_ko "* ]]; then
+train=$((DEADLINE - SECONDS - KO_DECODE_RESERVE))  # what the deadline leaves to training
+((train > KO_SECONDS)) && train=$KO_SECONDS
+stage "3b/4 debian_en_ko at GPU compute: ${train}s each, ${#ko_variants[@]} at once"
+if ((train < 30)); then
+    not_run compare_ko "${train}s of training left before the ${DEADLINE}s deadline"
+else
+run_stage compare_ko "$((train + 200))" "$PY" -m seq2seq.compare \
+    compare.recipe=debian_en_ko_gpu "compare.max_time=$train" "compare.jobs=${#ko_variants[@]}" \
+    "compare.variants=[$(IFS=,; echo "${ko_variants[*]}")]" "compare.out_dir=$dir/compare_ko" \
+    "runs_root=$dir/runs_ko" "data.export_dir=$(realpath "$KO")" "trainer.device=$DEVICE" \
+    "${extra[@]}"
+fi
+fi
+
 stage "4/4 the figures"
 "$PY" - "$dir" "${failed[*]:-}" <<'PYTHON'
 import json
@@ -172,10 +198,14 @@ def counts(log: str) -> dict[str, int]:
 compare = read("compare/compare.json")
 runs = {p.parent.name: json.loads(p.read_text())
         for p in sorted(out.glob("runs/compare/*/*/metrics.json"))}
+runs_ko = {p.parent.name: json.loads(p.read_text())
+           for p in sorted(out.glob("runs_ko/compare/*/*/metrics.json"))}
 summary = {"failed_stages": failed, "environment": read("environment.json"),
            "collect": counts("collect.log"), "pytest_gpu": counts("pytest_gpu.log"),
            "benchmark_iwslt": read("benchmark_iwslt.json"), "compare_docs_de_en": compare,
-           "stopped_by": {variant: m.get("stopped_by") for variant, m in runs.items()}}
+           "stopped_by": {variant: m.get("stopped_by") for variant, m in runs.items()},
+           "compare_debian_en_ko": read("compare_ko/compare.json"),
+           "stopped_by_debian_en_ko": {v: m.get("stopped_by") for v, m in runs_ko.items()}}
 (out / "gpu_check.json").write_text(json.dumps(summary, indent=2))
 bench = (summary["benchmark_iwslt"] or {}).get("results", {})
 rows = {v: study["row"] for v, study in (compare or {}).get("variants", {}).items()}
@@ -190,10 +220,13 @@ for variant in sorted(set(bench) | set(rows)):
           f"{r.get('aer') or float('nan'):>5.2f}")
 PYTHON
 cp "$dir/compare/compare.md" "$dir/compare/compare_curves.png" "$dir" 2>/dev/null
-tar -czf "$dir/logs.tar.gz" -C "$dir" logs $(cd "$dir" && ls -d runs/compare/*/*/{metrics.json,console.log,train.log} 2>/dev/null)
+cp "$dir/compare_ko/compare.md" "$dir/compare_debian_en_ko.md" 2>/dev/null
+cp "$dir/compare_ko/compare_curves.png" "$dir/compare_debian_en_ko_curves.png" 2>/dev/null
+tar -czf "$dir/logs.tar.gz" -C "$dir" logs $(cd "$dir" && ls -d runs*/compare/*/*/{metrics.json,console.log,train.log} 2>/dev/null)
 rm -rf "$dir/logs" "$dir/environment.json"
 [[ -d "$dir/compare" ]] && mv "$dir/compare/compare.json" "$dir/compare.json" 2>/dev/null
-rm -rf "$dir/compare" "$dir/runs" "$dir/benchmark_iwslt.json"
+[[ -d "$dir/compare_ko" ]] && mv "$dir/compare_ko/compare.json" "$dir/compare_debian_en_ko.json" 2>/dev/null
+rm -rf "$dir/compare" "$dir/compare_ko" "$dir/runs" "$dir/runs_ko" "$dir/benchmark_iwslt.json"
 ls -la "$dir"
 if ((${#failed[@]})); then
     echo "FAILED: ${failed[*]}" >&2

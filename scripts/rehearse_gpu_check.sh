@@ -22,7 +22,7 @@ if [[ ! -f "wheelhouse/$tag-h200/requirements.txt" ]]; then
     make wheelhouse PYTHON="$python" EXTRAS= EXCLUDE=scripts/preinstalled/h200.txt \
         FALLBACKS=scripts/preinstalled/h200-fallbacks.txt
 fi
-for corpus in ding_de_en docs_de_en; do
+for corpus in ding_de_en docs_de_en debian_en_ko; do
     [[ -f "data/export/$corpus/manifest.json" ]] || .venv/bin/python -m seq2seq.prepare \
         "data=$corpus" leakage=false "export=data/export/$corpus"
 done
@@ -66,7 +66,7 @@ unshare -rn env -i PATH="/usr/bin:/bin" HOME="$work" bash -c '
     cd "$1/clone"
     PYTHON="$0" WHEELS="wheelhouse/$2-h200" DEVICE=cpu COMPARE_SECONDS=45 JOBS=2 \
         BENCH_STEPS=2 BENCH_REPEATS=1 BENCH_ARGS="--decode-sentences 8" BENCH_LIMIT=900 \
-        COMPARE_LIMIT=1800 DEADLINE=3600 \
+        COMPARE_LIMIT=1800 DEADLINE=3600 KO_SECONDS=45 KO_DECODE_RESERVE=600 \
         VARIANTS="vanilla bahdanau luong transformer" \
         EXTRA="trainer.threads=1 trainer.precision=auto trainer.eval_every=5 \
                trainer.eval_max_sentences=20 decoding.max_len_a=0.5 decoding.max_len_b=5" \

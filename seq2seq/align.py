@@ -44,7 +44,6 @@ from seq2seq.evaluation.pharaoh import (
 from seq2seq.evaluation.word_links import (
     Reading,
     choose_reading,
-    supervised_attention,
     teacher_forced,
     word_links,
 )
@@ -136,9 +135,7 @@ def teacher_forced_attention(
     `names`: how warnings name the source and target files; `verbose`: say on stderr which
     attention is read. The explorer reads it too."""
     name = "ensemble" if loaded.members else str(loaded.config.model.name)
-    supervised = None if loaded.members else supervised_attention(loaded.config)
-    chosen = choose_reading(loaded.model, name, loaded.history, loaded.device, reading, layer,
-                            supervised)
+    chosen = choose_reading(loaded.model, name, loaded.history, loaded.device, reading, layer)
     if verbose:
         print(f"{loaded.checkpoint}: {chosen.description}", file=sys.stderr)
     tok, cfg = loaded.tokenizer, loaded.config.tokenizer

@@ -22,11 +22,10 @@ from hydra import compose, initialize_config_dir
 from omegaconf import DictConfig
 
 from seq2seq.config import register_configs
-from seq2seq.corpus import documents_of, encode_split
+from seq2seq.corpus import documents_of, domains_of, encode_split
 from seq2seq.data import data_root, load_corpus
 from seq2seq.decoding import DecodeSettings, decode_settings
 from seq2seq.errors import UserError, exit_on_user_error
-from seq2seq.evaluate import split_domains
 from seq2seq.evaluation.aer import probe_alignment
 from seq2seq.evaluation.compare_report import write_report
 from seq2seq.evaluation.decode_and_score import decode_and_score, decode_ids
@@ -36,8 +35,9 @@ from seq2seq.evaluation.metrics import (
     bleu_difference,
     bleu_gap_by_length,
     bleu_tokenize_for,
+    domain_scores,
 )
-from seq2seq.evaluation.word_links import aer_label, supervised_attention
+from seq2seq.evaluation.word_links import aer_label
 from seq2seq.inference import load_for_inference
 from seq2seq.tokenization import EOS_ID
 from seq2seq.visualization import fonts_for
@@ -110,14 +110,15 @@ def study_variant(variant: str, run_dir: Path, metrics: dict[str, Any]) -> dict[
     fonts_for((cfg.data.src_lang, cfg.data.tgt_lang), data_root(cfg.data.root) / "raw")
     test = encode_split(loaded.tokenizer, corpus["test"]["src"], corpus["test"]["tgt"],
                         cfg.tokenizer.max_src_len, cfg.tokenizer.max_tgt_len,
-                        documents=documents_of(corpus["test"]))
+                        documents=documents_of(corpus["test"]),
+                        domains=domains_of(corpus["test"]))
     tokenize = bleu_tokenize_for(cfg.data.tgt_lang, cfg.data.bleu_tokenize)
     greedy = decode_and_score(loaded.model, loaded.tokenizer, test,
                               decode_settings(cfg.decoding, 1), cpu, bleu_tokenize=tokenize)
     beam_hyps = read_hypotheses(run_dir / "test.hyp")
     buckets = bleu_by_length(test.src_text, beam_hyps, test.tgt_text,
                              edges=tuple(cfg.data.length_buckets), tokenize=tokenize)
-    by_domain = split_domains(test.documents, beam_hyps, test.tgt_text, tokenize)
+    by_domain = domain_scores(test.domains, beam_hyps, test.tgt_text, tokenize)
     probe = list(cfg.data.probe)[:1]
     probe_row: dict[str, Any] = {}
     if probe:
@@ -132,8 +133,7 @@ def study_variant(variant: str, run_dir: Path, metrics: dict[str, Any]) -> dict[
             "tgt_pieces": loaded.tokenizer.tgt_pieces(hyp.tokens) + [eos],
         }
         forced = None if cfg.data.probe_reference is None else probe_alignment(
-            loaded.model, loaded.tokenizer, probe[0], cfg.data.probe_reference, cpu,
-            reading=supervised_attention(cfg))
+            loaded.model, loaded.tokenizer, probe[0], cfg.data.probe_reference, cpu)
         if forced is not None:  # teacher-forced on the reference, at word level
             word_attn, src_words, tgt_words = forced
             probe_row["weights"] = ", ".join(

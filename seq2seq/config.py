@@ -289,6 +289,7 @@ class HeadsConfig:
 
     ckpt: str = MISSING
     split: str = MISSING
+    select_split: str = MISSING
     max_sentences: int | None = MISSING
     prune_budget: float = MISSING
     device: str = MISSING

@@ -38,6 +38,8 @@ class EncodedSplit:
     # decoding splits of a corpus drawn by document: each pair's document (the unit the
     # length study's bootstrap resamples); None where pairs were drawn one by one
     documents: list[str] | None = None
+    # each pair's domain where the corpus stored one (data=debian_en_ko), else None
+    domains: list[str] | None = None
 
     def __len__(self) -> int:
         return len(self.src_ids)
@@ -65,7 +67,9 @@ class EncodedSplit:
                             [self.src_ids[i] for i in indices],
                             [self.tgt_ids[i] for i in indices],
                             documents=None if self.documents is None
-                            else [self.documents[i] for i in indices])
+                            else [self.documents[i] for i in indices],
+                            domains=None if self.domains is None
+                            else [self.domains[i] for i in indices])
 
 
 @dataclass
@@ -91,22 +95,30 @@ def encode_split(
     *,
     train: bool = False,
     documents: list[str] | None = None,
+    domains: list[str] | None = None,
 ) -> EncodedSplit:
     """Encode a split, keeping room for the EOS (and BOS) the batcher adds: see `fitted_split`
-    for what happens to a longer pair (`train`: dropped; else cut). `documents` (each pair's,
-    see `documents_of`) is kept for a decoding split."""
+    for what happens to a longer pair (`train`: dropped; else cut). `documents` and `domains`
+    (each pair's, see `documents_of`, `domains_of`) are kept for a decoding split."""
     split = fitted_split(
         list(src), list(tgt), tokenizer.encode_src(src), tokenizer.encode_tgt(tgt),
         max_src_len, max_tgt_len, train=train,
     )
     if not train and documents is not None:
         split.documents = list(documents)
+    if not train and domains is not None:
+        split.domains = list(domains)
     return split
 
 
 def documents_of(rows: datasets.Dataset) -> list[str] | None:
     """Each pair's document where the corpus names them (its `document` column), else None."""
     return list(rows["document"]) if "document" in rows.column_names else None
+
+
+def domains_of(rows: datasets.Dataset) -> list[str] | None:
+    """Each pair's domain where the corpus stored them (its `domain` column), else None."""
+    return list(rows["domain"]) if "domain" in rows.column_names else None
 
 
 def fits(src_ids: list[int], tgt_ids: list[int], max_src_len: int, max_tgt_len: int) -> bool:
@@ -249,7 +261,7 @@ def prepare_data(
         rows = corpus[split]
         encoded = prepared.splits[split] = encode_split(
             tokenizer, rows["src"], rows["tgt"], tok.max_src_len, tok.max_tgt_len,
-            train=split == "train", documents=documents_of(rows),
+            train=split == "train", documents=documents_of(rows), domains=domains_of(rows),
         )
         if split == "train" and len(encoded) == 0:
             raise UserError(f"corpus {data.name}: no training pair fits {limits}")

@@ -22,14 +22,13 @@ from omegaconf import DictConfig, OmegaConf
 
 from seq2seq.alignment import corpus_links
 from seq2seq.config import register_configs
-from seq2seq.corpus import SPLITS, documents_of, encode_split
+from seq2seq.corpus import SPLITS, domains_of, encode_split
 from seq2seq.data import data_root, load_corpus
-from seq2seq.data.docs.sources import domain_of
 from seq2seq.errors import UserError, exit_on_user_error
 from seq2seq.evaluation.decode_and_score import choose_best, decode_and_score
 from seq2seq.evaluation.hypotheses import write_hypotheses
-from seq2seq.evaluation.metrics import bleu_by_length, bleu_tokenize_for, scores_by_domain
-from seq2seq.evaluation.word_links import aer_label, supervised_attention
+from seq2seq.evaluation.metrics import bleu_by_length, bleu_tokenize_for, domain_scores
+from seq2seq.evaluation.word_links import aer_label
 from seq2seq.inference import Loaded, load_models, resolve_device, search_settings
 from seq2seq.models.base import count_parameters
 
@@ -96,7 +95,6 @@ def evaluate(
         loaded.model, loaded.tokenizer, encoded[split], settings, loaded.device,
         bleu_tokenize=tokenize,
         links=None if links is None or split not in links else links[split],
-        reading=None if loaded.members else supervised_attention(cfg),
     )
     seconds = time.monotonic() - start
     chosen = None  # the Transformer's best head and Shift-Att layer: chosen on validation
@@ -121,7 +119,7 @@ def evaluate(
             **length_edges(cfg),
         ),
         "alignment_measures": aer_label(cfg),
-        "by_domain": split_domains(documents_of(corpus[split]), result.hypotheses,
+        "by_domain": domain_scores(domains_of(corpus[split]), result.hypotheses,
                                    result.references, tokenize),
         "truncated": encoded[split].truncated,
         "decode_seconds": round(seconds, 2),
@@ -139,16 +137,6 @@ def evaluate(
     print(report(metrics))
     print(f"hypotheses: {hyp_path}\nmetrics: {json_path}")
     return metrics
-
-
-def split_domains(documents: list[str] | None, hypotheses: list[str], references: list[str],
-                  tokenize: str) -> list[dict[str, Any]]:
-    """BLEU and chrF per domain (`metrics.scores_by_domain`) where the split's documents name
-    domains (data=debian_en_ko: documentation, interface, descriptions, fiction), else []."""
-    domains = [domain_of(document) for document in documents or []]
-    if not domains or None in domains or len(set(domains)) < 2:
-        return []
-    return scores_by_domain(domains, hypotheses, references, tokenize)
 
 
 def model_name(loaded: Loaded) -> str:

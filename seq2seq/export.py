@@ -27,7 +27,6 @@ from torch import Tensor, nn
 from seq2seq.config import register_configs
 from seq2seq.ctranslate2_engine import METADATA_FILE, import_ctranslate2
 from seq2seq.errors import UserError, exit_on_user_error
-from seq2seq.evaluation.word_links import supervised_attention
 from seq2seq.inference import Loaded, load_for_inference
 from seq2seq.models.transformer import Transformer
 from seq2seq.models.transformer_layers import MultiHeadAttention
@@ -85,7 +84,7 @@ def _inputs(spec: Any, emb: nn.Embedding, positions: np.ndarray) -> None:
 def alignment_reading(supervised: tuple[int, int | None] | None, num_heads: int
                       ) -> tuple[int, int]:
     """CTranslate2's (alignment_layer, alignment_heads) for the attention the project reads:
-    the one guided alignment trained (`word_links.supervised_attention`), else the last layer's
+    the model is read by (its `alignment`: the one guided alignment trained), else the last layer's
     mean. CTranslate2 averages the first `alignment_heads` heads, so a single head other than
     head 0 cannot be carried: refused in one line."""
     if supervised is None:
@@ -100,16 +99,16 @@ def alignment_reading(supervised: tuple[int, int | None] | None, num_heads: int
     return layer, 1
 
 
-def transformer_spec(model: Transformer, tokenizer: Tokenizer,
-                     supervised: tuple[int, int | None] | None = None) -> Any:
+def transformer_spec(model: Transformer, tokenizer: Tokenizer) -> Any:
     """The `ctranslate2.specs.TransformerSpec` of a Transformer and its vocabularies; its
-    alignment (return_attention) is the attention the project reads (`alignment_reading`)."""
+    alignment (return_attention) is the attention the model is read by (`alignment_reading`
+    of its `alignment`)."""
     specs = import_ctranslate2().specs
     relu = specs.Activation.RELU
     num_heads = model.encoder_layers[0].self_attn.num_heads
     encoder = specs.TransformerEncoderSpec(len(model.encoder_layers), num_heads,
                                            pre_norm=model.pre_norm, activation=relu)
-    alignment_layer, alignment_heads = alignment_reading(supervised, num_heads)
+    alignment_layer, alignment_heads = alignment_reading(model.alignment, num_heads)
     decoder = specs.TransformerDecoderSpec(len(model.decoder_layers), num_heads,
                                            pre_norm=model.pre_norm, activation=relu,
                                            alignment_layer=alignment_layer,
@@ -168,7 +167,7 @@ def export_ctranslate2(loaded: Loaded, out: Path | str, quantization: str = "flo
         raise UserError(f"quantization={quantization!r} is not one of {', '.join(QUANTIZATIONS)}")
     if out.exists():
         raise UserError(f"{out}: already exists; remove it or choose another out=DIR")
-    spec = transformer_spec(loaded.model, loaded.tokenizer, supervised_attention(loaded.config))
+    spec = transformer_spec(loaded.model, loaded.tokenizer)
     spec.validate()
     spec.optimize(quantization=quantization)
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -6,17 +6,19 @@ masked self-attention, the cross-attention), over the split teacher-forced on it
 the statistics of `seq2seq.evaluation.head_stats` (entropy, confidence, the share of weight on
 the previous, same and next position, on the boundary token and on punctuation) and, for the
 cross-attention, each head's AER against the split's eflomal links. Then importance as Michel
-et al. (2019): the split's BLEU (greedy) and loss per token with that head alone masked, its
-output zeroed before W^O, against the whole model; and the heads masked together, least
-important first, while the BLEU lost stays within `prune_budget`. Writes `heads.md`,
-`heads.json`, `heads_importance.png` and `heads_positional.png` to `out`, and the figures as
-TensorBoard scalars (`heads/...`) beside the run's.
+et al. (2019): the BLEU (greedy) lost with that head alone masked, its output zeroed before
+W^O, on `select_split` (validation), which orders the heads and decides how many go together
+within `prune_budget`, and on `split` (test), reported with each difference's 95% paired
+bootstrap interval, never chosen on. Writes `heads.md`, `heads.json` (valid JSON: what is not
+applicable is null), `heads_importance.png` and `heads_previous/same/next.png` to `out`, and the
+figures as TensorBoard scalars (`heads/...`) beside the run's.
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
+import math
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -37,7 +39,7 @@ from seq2seq.errors import UserError, exit_on_user_error
 from seq2seq.evaluation.aer import score_alignment
 from seq2seq.evaluation.decode_and_score import decode_and_score, eval_mode
 from seq2seq.evaluation.head_stats import KINDS, STATISTICS, HeadStatistics, is_punctuation
-from seq2seq.evaluation.metrics import bleu_tokenize_for
+from seq2seq.evaluation.metrics import bleu_difference, bleu_tokenize_for, score
 from seq2seq.inference import Loaded, load_for_inference, resolve_device
 from seq2seq.tokenization import BOS_ID, EOS_ID, PAD_ID
 from seq2seq.visualization import figure_to_png, fonts_for, heads_figure
@@ -110,24 +112,38 @@ def statistics(loaded: Loaded, split: EncodedSplit, batch_size: int = 32
                 tgt_punct = torch.tensor([is_punctuation(p) for p in
                                           [bos] + tok.tgt_pieces(split.tgt_ids[i])])
                 found["encoder"].add(encoder[:, b, :, :s, :s].cpu(), s - 1, src_punct, True)
-                found["decoder"].add(decoder[:, b, :, :t, :t].cpu(), 0, tgt_punct, True)
+                found["decoder"].add(decoder[:, b, :, :t, :t].cpu(), 0, tgt_punct, True,
+                                     causal=True)
                 found["cross"].add(cross[:, b, :, :t, :s].cpu(), s - 1, src_punct, False)
     return found
 
 
-def importance(loaded: Loaded, split: EncodedSplit, tokenize: str, budget: float
-               ) -> dict[str, Any]:
-    """BLEU (greedy) and loss per token of the whole model, with each head masked alone, and
-    the heads masked together, least important first, while the BLEU lost stays within
-    `budget`."""
+def importance(loaded: Loaded, select: EncodedSplit, report: EncodedSplit, tokenize: str,
+               budget: float, documents: list[str] | None = None) -> dict[str, Any]:
+    """Each head masked alone, and the heads masked together, chosen on one split and
+    reported on another (Michel et al. 2019's importance, without tuning on test).
+
+    On `select` (validation): the BLEU (greedy) each masked head loses orders the heads, least
+    important first, and decides how many go together within `budget`. On `report` (test):
+    the whole model's BLEU and loss per token, and each head's (and the pruned model's) BLEU
+    lost with its 95% paired bootstrap interval (over `documents`' families where given, else
+    sentences: `metrics.bleu_difference`).
+    """
     model, tok, device = loaded.model, loaded.tokenizer, loaded.device
     greedy = decode_settings(loaded.config.decoding, 1)  # as compare's greedy test BLEU
 
-    def measured() -> tuple[float, float]:
-        bleu = decode_and_score(model, tok, split, greedy, device, bleu_tokenize=tokenize)
-        return bleu.scores.bleu, loss_per_token(model, split, device)
+    def hypotheses(split: EncodedSplit) -> list[str]:
+        return decode_and_score(model, tok, split, greedy, device,
+                                bleu_tokenize=tokenize).hypotheses
 
-    base_bleu, base_loss = measured()
+    def lost(base: list[str], masked_hyps: list[str]) -> dict[str, float]:
+        return bleu_difference(base, masked_hyps, report.tgt_text, tokenize, documents)
+
+    def select_bleu(hyps: list[str]) -> float:
+        return score(hyps, select.tgt_text, tokenize).bleu
+
+    base_select, base_report = hypotheses(select), hypotheses(report)
+    base_select_bleu = select_bleu(base_select)
     num_heads = attention_module(model, "encoder", 0).num_heads
     layers = {"encoder": len(model.encoder_layers), "decoder": len(model.decoder_layers),
               "cross": len(model.decoder_layers)}
@@ -136,23 +152,33 @@ def importance(loaded: Loaded, split: EncodedSplit, tokenize: str, budget: float
         for layer in range(layers[kind]):
             for head in range(num_heads):
                 with masked(model, [(kind, layer, head)]):
-                    bleu, loss = measured()
-                heads[(kind, layer, head)] = {"bleu": bleu, "loss": loss,
-                                              "bleu_lost": base_bleu - bleu}
-                print(f"  {kind} layer {layer} head {head} masked: BLEU {bleu:.2f} "
-                      f"({base_bleu - bleu:+.2f} lost), loss {loss:.3f}", flush=True)
-    order = sorted(heads, key=lambda h: heads[h]["bleu_lost"])
+                    chosen, reported = hypotheses(select), hypotheses(report)
+                    loss = loss_per_token(model, report, device)
+                diff = lost(base_report, reported)
+                heads[(kind, layer, head)] = {
+                    "select_bleu_lost": base_select_bleu - select_bleu(chosen),
+                    "bleu_lost": diff["difference"], "low": diff["low"], "high": diff["high"],
+                    "loss": loss}
+                print(f"  {kind} layer {layer} head {head} masked: BLEU lost "
+                      f"{heads[(kind, layer, head)]['select_bleu_lost']:+.2f} (selection), "
+                      f"{diff['difference']:+.2f} ({diff['low']:+.2f} to {diff['high']:+.2f}) "
+                      "reported", flush=True)
+    order = sorted(heads, key=lambda h: heads[h]["select_bleu_lost"])
     pruned: list[dict[str, Any]] = []
     for count in range(1, len(order) + 1):
-        if heads[order[count - 1]]["bleu_lost"] > budget:
+        if heads[order[count - 1]]["select_bleu_lost"] > budget:
             break  # alone it already costs more than the budget
         with masked(model, order[:count]):
-            bleu, loss = measured()
-        pruned.append({"heads": count, "bleu": bleu, "loss": loss})
-        if base_bleu - bleu > budget:
+            chosen, reported = hypotheses(select), hypotheses(report)
+        diff = lost(base_report, reported)
+        pruned.append({"heads": count, "select_bleu_lost": base_select_bleu - select_bleu(chosen),
+                       "bleu_lost": diff["difference"], "low": diff["low"], "high": diff["high"]})
+        if pruned[-1]["select_bleu_lost"] > budget:
             break
-    within = [row["heads"] for row in pruned if base_bleu - row["bleu"] <= budget]
-    return {"bleu": base_bleu, "loss": base_loss, "num_heads": num_heads, "layers": layers,
+    within = [row["heads"] for row in pruned if row["select_bleu_lost"] <= budget]
+    return {"bleu": score(base_report, report.tgt_text, tokenize).bleu,
+            "loss": loss_per_token(model, report, device), "select_bleu": base_select_bleu,
+            "num_heads": num_heads, "layers": layers,
             "heads": {f"{k}/{layer}/{head}": v for (k, layer, head), v in heads.items()},
             "pruning_order": [f"{k}/{layer}/{head}" for k, layer, head in order],
             "pruned": pruned, "prunable": max(within, default=0), "budget": budget}
@@ -166,20 +192,27 @@ def matrices(found: dict[str, HeadStatistics], measured: dict[str, Any], key: st
                         for head in range(measured["num_heads"])]
                        for layer in range(measured["layers"][kind])] for kind in KINDS}
     column = STATISTICS.index(key)
-    return {kind: found[kind].means()[:, :, column].tolist() for kind in KINDS}
+    found_means = {kind: found[kind].means()[:, :, column].tolist() for kind in KINDS}
+    return {kind: rows for kind, rows in found_means.items()  # not applicable: not drawn
+            if any(x == x for row in rows for x in row)}
 
 
 def write_report(out: Path, found: dict[str, HeadStatistics], measured: dict[str, Any],
-                 heading: str) -> None:
-    """heads.md and heads.json: every head's statistics, AER and importance."""
+                 heading: str, select_heading: str) -> None:
+    """heads.md and heads.json (valid JSON: a statistic not applicable is null): every head's
+    statistics, AER and importance."""
     lines = [f"# Attention heads: {heading}", "",
              f"Whole model: BLEU {measured['bleu']:.2f} (greedy), loss {measured['loss']:.3f} "
-             "nats a token. Each head masked alone: BLEU lost (positive: the head was worth "
-             "that much). Shares of weight on the previous, same, next position (self-attention "
-             "only), the boundary token (source EOS, target BOS) and punctuation; entropy in "
-             "nats; confidence the mean largest weight.", "",
-             "| attention | layer | head | BLEU lost | loss | entropy | confidence | previous "
-             "| same | next | boundary | punctuation | AER |", "|" + "---|" * 13]
+             f"nats a token; on {select_heading}, which orders the heads and decides the "
+             f"pruning, BLEU {measured['select_bleu']:.2f}. Each head masked alone: BLEU lost "
+             "there, and here with its 95% paired bootstrap interval (positive: the head was "
+             "worth that much). Shares of weight on the previous, same, next position "
+             "(self-attention only; the decoder's next is never allowed, its BOS is the "
+             "boundary; rows the mask forces are skipped), the boundary token (source EOS, "
+             "target BOS) and punctuation; entropy in nats; confidence the mean largest weight.",
+             "", "| attention | layer | head | BLEU lost (selection) | BLEU lost [95%] | loss "
+             "| entropy | confidence | previous | same | next | boundary | punctuation | AER |",
+             "|" + "---|" * 14]
     for kind in KINDS:
         means = found[kind].means()
         for layer in range(means.shape[0]):
@@ -187,21 +220,35 @@ def write_report(out: Path, found: dict[str, HeadStatistics], measured: dict[str
                 m = means[layer, head].tolist()
                 h = measured["heads"][f"{kind}/{layer}/{head}"]
                 aer = found[kind].aer[layer][head] if found[kind].aer else None
-                cells = [f"{h['bleu_lost']:+.2f}", f"{h['loss']:.3f}", f"{m[0]:.2f}",
-                         f"{m[1]:.2f}", *("–" if x != x else f"{x:.2f}" for x in m[2:5]),
-                         f"{m[5]:.2f}", f"{m[6]:.2f}", "–" if aer is None else f"{aer:.3f}"]
+                cells = [f"{h['select_bleu_lost']:+.2f}",
+                         f"{h['bleu_lost']:+.2f} [{h['low']:+.2f}, {h['high']:+.2f}]",
+                         f"{h['loss']:.3f}", *("–" if x != x else f"{x:.2f}" for x in m),
+                         "–" if aer is None else f"{aer:.3f}"]
                 lines.append(f"| {kind} | {layer} | {head} | " + " | ".join(cells) + " |")
     total = sum(measured["layers"].values()) * measured["num_heads"]
-    lines += ["", f"Masked together, least important first (budget {measured['budget']} BLEU): "
-              + ", ".join(f"{r['heads']} heads {r['bleu']:.2f}" for r in measured["pruned"])
-              + f". {measured['prunable']} of {total} heads go with at most "
-              f"{measured['budget']} BLEU lost.", ""]
+    lines += ["", f"Masked together, least important first on the selection split (budget "
+              f"{measured['budget']} BLEU there): "
+              + ", ".join(f"{r['heads']} heads {r['select_bleu_lost']:+.2f} there, "
+                          f"{r['bleu_lost']:+.2f} [{r['low']:+.2f}, {r['high']:+.2f}] here"
+                          for r in measured["pruned"])
+              + f". {measured['prunable']} of {total} heads go within the budget.", ""]
     (out / "heads.md").write_text("\n".join(lines), encoding="utf-8")
-    (out / "heads.json").write_text(json.dumps(
-        {"importance": measured,
-         "statistics": {kind: {"names": list(STATISTICS), "means": found[kind].means().tolist(),
-                               "sentences": found[kind].sentences, "aer": found[kind].aer}
-                        for kind in KINDS}}, indent=1), encoding="utf-8")
+    report = {"importance": measured, "statistics": {
+        kind: {"names": list(STATISTICS), "means": found[kind].means().tolist(),
+               "sentences": found[kind].sentences, "aer": found[kind].aer} for kind in KINDS}}
+    (out / "heads.json").write_text(json.dumps(json_safe(report), indent=1, allow_nan=False),
+                                    encoding="utf-8")
+
+
+def json_safe(value: Any) -> Any:
+    """`value` with every NaN or infinite float made None (JSON has no NaN)."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {key: json_safe(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [json_safe(item) for item in value]
+    return value
 
 
 def report_heads(cfg: DictConfig) -> dict[str, Any]:
@@ -212,13 +259,27 @@ def report_heads(cfg: DictConfig) -> dict[str, Any]:
                         "(its encoder and decoder are recurrent); heads reads a Transformer")
     data = loaded.config.data
     corpus = load_corpus(data)
-    if cfg.split not in corpus:
-        raise UserError(f"split={cfg.split!r} is unknown; use train, validation or test")
-    whole = encode_split(loaded.tokenizer, corpus[cfg.split]["src"], corpus[cfg.split]["tgt"],
-                         loaded.config.tokenizer.max_src_len, loaded.config.tokenizer.max_tgt_len)
-    keep = whole.spread(cfg.max_sentences)  # spread evenly: the split's mix of sources
-    split = whole.subset(keep)
-    print(f"heads of {cfg.ckpt} on {data.name} {cfg.split}, {len(split)} sentences")
+    for key, name in (("split", cfg.split), ("select_split", cfg.select_split)):
+        if name not in corpus:
+            raise UserError(f"{key}={name!r} is unknown; use train, validation or test")
+    if cfg.split == cfg.select_split:
+        raise UserError(f"split={cfg.split} and select_split={cfg.select_split}: the heads are "
+                        "chosen on one split and reported on another (select_split=validation)")
+
+    def spread(name: str) -> tuple[EncodedSplit, list[int]]:
+        whole = encode_split(loaded.tokenizer, corpus[name]["src"], corpus[name]["tgt"],
+                             loaded.config.tokenizer.max_src_len,
+                             loaded.config.tokenizer.max_tgt_len)
+        keep = whole.spread(cfg.max_sentences)  # spread evenly: the split's mix of sources
+        return whole.subset(keep), keep
+
+    split, keep = spread(cfg.split)
+    select, _ = spread(cfg.select_split)
+    columns = corpus[cfg.split].column_names
+    documents = ([corpus[cfg.split]["document"][i] for i in keep] if "document" in columns
+                 else None)
+    print(f"heads of {cfg.ckpt} on {data.name}: chosen on {cfg.select_split} ({len(select)} "
+          f"sentences), reported on {cfg.split} ({len(split)} sentences)")
     found = statistics(loaded, split)
     links = corpus_links({name: (corpus[name]["src"], corpus[name]["tgt"]) for name in corpus},
                          data_root(data.root), data.name)
@@ -228,12 +289,13 @@ def report_heads(cfg: DictConfig) -> dict[str, Any]:
                                     [links[cfg.split][i] for i in keep], loaded.device)
         if alignment is not None and alignment.heads is not None:
             found["cross"].aer = [[c.summary()["aer"] for c in row] for row in alignment.heads]
-    measured = importance(loaded, split, bleu_tokenize_for(data.tgt_lang, data.bleu_tokenize),
-                          cfg.prune_budget)
+    measured = importance(loaded, select, split,
+                          bleu_tokenize_for(data.tgt_lang, data.bleu_tokenize), cfg.prune_budget,
+                          documents)
     out = Path(cfg.out) if cfg.out else loaded.checkpoint.parent.parent / "heads"
     out.mkdir(parents=True, exist_ok=True)
     write_report(out, found, measured, f"{data.name} {cfg.split} ({len(split)} sentences), "
-                 f"{cfg.ckpt}")
+                 f"{cfg.ckpt}", f"{cfg.select_split} ({len(select)} sentences)")
     fonts_for((data.src_lang, data.tgt_lang), data_root(data.root) / "raw")
     figure_to_png(heads_figure(matrices(found, measured, "bleu_lost"),
                                "BLEU lost with the head masked (Michel et al.)"),

@@ -22,7 +22,7 @@ from seq2seq.checkpoint import check_tokenizer, load_checkpoint
 from seq2seq.config import Config
 from seq2seq.decoding import DecodeSettings, decode_settings
 from seq2seq.errors import UserError
-from seq2seq.models import build_model
+from seq2seq.models import build_model, guided_alignment
 from seq2seq.models.ensemble import Ensemble
 from seq2seq.runtime import pick_device
 from seq2seq.tokenization import Tokenizer
@@ -119,8 +119,9 @@ def load_for_inference(
             OmegaConf.create(payload["config"]["model"]),
             tokenizer.src_vocab_size,
             tokenizer.tgt_vocab_size,
+            alignment=guided_alignment(cfg),  # what it was guided on, it is read by
         )
-    except (InstantiationException, OmegaConfBaseException, KeyError) as err:
+    except (InstantiationException, OmegaConfBaseException, KeyError, ValueError) as err:
         reason = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
         raise UserError(f"{path}: cannot build the model its config describes ({reason})") from None
     try:

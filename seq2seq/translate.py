@@ -39,7 +39,7 @@ from seq2seq.decoding import DecodeSettings, Hypothesis
 from seq2seq.errors import UserError, exit_on_user_error
 from seq2seq.evaluation.decode_and_score import decode_ids
 from seq2seq.evaluation.hypotheses import one_line
-from seq2seq.evaluation.word_links import HypothesisLinks, choose_reading, supervised_attention
+from seq2seq.evaluation.word_links import HypothesisLinks, choose_reading
 from seq2seq.inference import load_models, resolve_device, search_settings
 from seq2seq.tokenization import EOS_ID, Tokenizer
 from seq2seq.visualization import attention_heatmap, figure_to_png
@@ -231,9 +231,7 @@ def translate(
                                    device=loaded.device)
         if alignments:
             model_name = "ensemble" if loaded.members else str(config.model.name)
-            reading = choose_reading(loaded.model, model_name, loaded.history, loaded.device,
-                                     supervised=None if loaded.members
-                                     else supervised_attention(config))
+            reading = choose_reading(loaded.model, model_name, loaded.history, loaded.device)
             print(f"alignments: {reading.description}", file=sys.stderr, flush=True)
             links = HypothesisLinks(loaded.model, tokenizer, reading, loaded.device)
     heatmaps = Path(attention_dir) if attention_dir is not None else None

@@ -166,7 +166,9 @@ def test_a_reading_the_model_cannot_give_is_refused_and_the_others_are_named(
     last = choose_reading(transformer.model, "transformer", [], TCPU, "shift_att")
     assert (last.shift, last.layer) == (True, 1)
     assert "(the last: the checkpoint records no layer chosen on validation)" in last.description
-    guided = choose_reading(transformer.model, "transformer", [], TCPU, supervised=(-1, 1))
+    transformer.model.read_alignment(-1, 1)  # as a checkpoint guided there is built
+    guided = choose_reading(transformer.model, "transformer", [], TCPU)
+    transformer.model.alignment = None
     assert (guided.shift, guided.layer, guided.head) == (False, 1, 1)
     assert "head 1: the one guided alignment trained" in guided.description
     vanilla = build_model(tiny_config(tmp_path, model="vanilla").model, 400, 400)

@@ -251,5 +251,6 @@ def test_the_docs_corpus_reads_back_from_an_export_within_40_mb(
     read = prepare_data(cfg.data, cfg.tokenizer)
     assert_same(built, read)
     assert read.splits["test"].documents is not None  # the families the split was drawn by
+    assert set(read.splits["test"].domains) == {"documentation", "interface"}  # stored, carried
     out = capsys.readouterr().out
     assert "reusing tokenizer" in out and "training sentencepiece" not in out

@@ -16,10 +16,9 @@ from seq2seq.data.docs.filters import MOZILLA_PLACEHOLDER, drop_reason, has_plac
 from seq2seq.data.docs.gettext_catalogs import BLOCK, Catalogs, align_gettext
 from seq2seq.data.docs.packages import FONT_PACKAGE
 from seq2seq.data.docs.segments import Segment
-from seq2seq.data.docs.sources import KO_SOURCES, LOCALE_KO, domain_of
-from seq2seq.evaluate import split_domains
+from seq2seq.data.docs.sources import KO_SOURCES, LOCALE_KO
 from seq2seq.evaluation.compare_report import domain_rows
-from seq2seq.evaluation.metrics import score, scores_by_domain
+from seq2seq.evaluation.metrics import domain_scores, score, scores_by_domain
 from tests.test_data_docs import FakeApt, needs_dpkg, write_mo
 from tests.test_data_docs_ko import MO_KO, fake_font_tree
 
@@ -104,11 +103,6 @@ def test_german_has_no_placeholder_rule() -> None:
 def test_every_korean_source_has_a_domain_and_documents_name_it() -> None:
     assert {s.domain for s in KO_SOURCES.values()} == {
         "documentation", "interface", "descriptions", "fiction"}
-    assert domain_of("cataclysm-dda/cataclysm-dda/-/003") == "fiction"
-    assert domain_of("libreoffice-l10n/svx/STR_PROMPT") == "interface"
-    assert domain_of("package-descriptions/aview") == "descriptions"
-    assert domain_of("manpages/chmod") == "documentation"  # German's sources too
-    assert domain_of("ding/123") is None
 
 
 @needs_dpkg
@@ -129,8 +123,13 @@ def test_build_with_domains(tmp_path: Path, capsys) -> None:
     pairs = [s for split in corpus.splits.values() for s in split]
     assert ("선의 너비를 선택하십시오.", "Select the width of the line.") in {
         (s.translation, s.en) for s in pairs}
-    assert [(s.en, s.family) for s in corpus.splits["test"] if domain_of(s.document) == "fiction"
+    assert [(s.en, s.family) for s in corpus.splits["test"] if s.domain == "fiction"
             ] == [("A thick, nutty brown paste.", "cataclysm-dda/cataclysm-dda/-/000")]
+    # every pair stores its source's domain, in the cache too
+    assert all(s.domain == KO_SOURCES[s.document.partition("/")[0]].domain for s in pairs)
+    again = build_docs(tmp_path / "data", ["libreoffice-l10n", "cataclysm-dda"], lang="ko",
+                       fetch=fake, test_buckets={"fiction": 97})
+    assert again.splits == corpus.splits
     manifest = json.loads((corpus.folder / "manifest.json").read_text(encoding="utf-8"))
     assert manifest["sources"]["cataclysm-dda"]["dropped"]["placeholder"] == 1
     assert manifest["domains"]["fiction"] == {"train": 0, "validation": 0, "test": 1}
@@ -181,10 +180,10 @@ def test_scores_by_domain_are_each_domains_corpus_scores() -> None:
     assert lines[-1] == "| sentences | 2 | 2 |"
 
 
-def test_evaluate_scores_by_domain_only_where_documents_name_several() -> None:
+def test_scores_by_domain_only_where_the_pairs_store_several() -> None:
     hyps, refs = ["a b c", "d e f"], ["a b c", "d e g"]
-    assert split_domains(None, hyps, refs, "13a") == []
-    assert split_domains(["ding/1", "ding/2"], hyps, refs, "13a") == []  # no domain
-    assert split_domains(["crawl/a", "crawl/b"], hyps, refs, "13a") == []  # one domain
-    rows = split_domains(["crawl/a", "firefox/b"], hyps, refs, "13a")
+    assert domain_scores(None, hyps, refs, "13a") == []  # a corpus without domains
+    assert domain_scores(["fiction", "fiction"], hyps, refs, "13a") == []  # one domain
+    assert domain_scores(["", "interface"], hyps, refs, "13a") == []  # not stored for all
+    rows = domain_scores(["fiction", "interface"], hyps, refs, "13a")
     assert [(row["domain"], row["n"]) for row in rows] == [("fiction", 1), ("interface", 1)]

@@ -14,10 +14,13 @@ from omegaconf import DictConfig
 from seq2seq.alignment import Links
 from seq2seq.corpus import prepare_data
 from seq2seq.data.batching import collate
+from seq2seq.decoding import DecodeSettings
 from seq2seq.errors import UserError
 from seq2seq.evaluation.aer import WordPair, probe_alignment, score_alignment
-from seq2seq.evaluation.word_links import supervised_attention
+from seq2seq.evaluation.decode_and_score import decode_ids
+from seq2seq.evaluation.word_links import choose_reading
 from seq2seq.export import alignment_reading
+from seq2seq.models import build_model, guided_alignment
 from seq2seq.runtime import setup_runtime
 from seq2seq.training.guided import alignment_loss, dense_reference, reference_cells
 from seq2seq.training.loop import train
@@ -71,14 +74,14 @@ def test_the_loss_is_zero_at_the_reference_and_grows_away_from_it() -> None:
     reference[0, 4] = 0  # an unsupervised row: whatever the attention does there is free
     uniform = torch.full_like(reference, 1 / 6)
     at_reference = torch.where(reference.sum(-1, keepdim=True) > 0, reference, uniform)
-    assert alignment_loss(at_reference, reference).item() == pytest.approx(0.0, abs=1e-6)
-    losses = [alignment_loss((1 - a) * at_reference + a * uniform, reference).item()
+    assert alignment_loss(at_reference.log(), reference).item() == pytest.approx(0.0, abs=1e-6)
+    losses = [alignment_loss(((1 - a) * at_reference + a * uniform).log(), reference).item()
               for a in (0.0, 0.25, 0.5, 0.75, 1.0)]
     assert all(b > a for a, b in zip(losses, losses[1:], strict=False)), losses
     # only the supervised rows count: changing the free row changes nothing
     moved = at_reference.clone()
     moved[0, 4] = torch.softmax(torch.randn(6), dim=-1)
-    assert alignment_loss(moved, reference).item() == pytest.approx(0.0, abs=1e-6)
+    assert alignment_loss(moved.log(), reference).item() == pytest.approx(0.0, abs=1e-6)
 
 
 def guided_parts(tmp_path: Path, model: str, device: str, *overrides: str) -> TrainingParts:
@@ -111,7 +114,8 @@ def test_gradients_reach_the_attention_and_pull_it_to_the_links(
     guidance, batches = parts.update.guidance, parts.batches
     assert guidance is not None
     batch = batches.to_device(batches.collate(batches.train_split, list(range(16))))
-    reading = {} if guidance.layer is None else {"attn_layer": guidance.layer}
+    reading = {"log_attn": True} | ({} if guidance.layer is None
+                                    else {"attn_layer": guidance.layer})
 
     def kl() -> torch.Tensor:
         _, attn = parts.model(batch.src, batch.src_mask, batch.tgt_in, need_attn=True,
@@ -169,14 +173,14 @@ def test_align_reads_the_attention_guided_alignment_trained(tmp_path: Path) -> N
     def config(model: str, *overrides: str) -> DictConfig:
         return tiny_config(tmp_path, *overrides, model=model)
 
-    assert supervised_attention(config("transformer")) is None  # off: the usual choice
+    assert guided_alignment(config("transformer")) is None  # off: the usual choice
     guided = config("transformer", "trainer.alignment_weight=0.1")
-    assert supervised_attention(guided) == (-1, None)  # the last layer's mean over heads
-    assert supervised_attention(config("transformer", "trainer.alignment_weight=0.1",
-                                       "trainer.alignment_layer=0",
-                                       "trainer.alignment_head=1")) == (0, 1)
+    assert guided_alignment(guided) == (-1, None)  # the last layer's mean over heads
+    assert guided_alignment(config("transformer", "trainer.alignment_weight=0.1",
+                                   "trainer.alignment_layer=0",
+                                   "trainer.alignment_head=1")) == (0, 1)
     # an RNN's one attention is what it returns, guided or not
-    assert supervised_attention(config("bahdanau", "trainer.alignment_weight=0.1")) is None
+    assert guided_alignment(config("bahdanau", "trainer.alignment_weight=0.1")) is None
 
 
 @pytest.mark.parametrize(("model", "overrides", "message"), [
@@ -212,14 +216,40 @@ def test_a_refused_reading_is_one_line_from_the_command(tmp_path: Path) -> None:
 
 
 def test_the_kl_pulls_an_attention_confidently_wrong_back() -> None:
-    """A reference cell where the attention is 1e-20 (a confident, wrong softmax): a clamp at
-    1e-12 gave it no gradient at all; log(attention + eps) does, and toward the reference."""
-    scores = torch.tensor([[[0.0, -46.0, 0.0]]], requires_grad=True)  # cell 1: e^-46 ~ 1e-20
-    attn = torch.softmax(scores, dim=-1)
+    """A reference cell where the attention is 5e-21 (a confident, wrong softmax): the KL of
+    the log-softmax gives each logit its true gradient, attention - reference (-1 there, within
+    1e-3), where log(attention + 1e-9) gave it about -5e-12 and a clamp none."""
+    scores = torch.tensor([[[0.0, -46.0, 0.0]]], requires_grad=True)  # cell 1: e^-46 / 2
     reference = torch.tensor([[[0.0, 1.0, 0.0]]])
-    alignment_loss(attn, reference).backward()
-    assert scores.grad is not None and scores.grad[0, 0, 1] < 0  # descent raises cell 1
-    assert torch.isfinite(alignment_loss(attn.detach(), reference))
+    alignment_loss(torch.log_softmax(scores, dim=-1), reference).backward()
+    attn = torch.softmax(scores.detach(), dim=-1)
+    assert attn[0, 0, 1] < 1e-20
+    assert scores.grad is not None
+    torch.testing.assert_close(scores.grad, attn - reference, atol=1e-3, rtol=0)
+    assert torch.isfinite(alignment_loss(torch.log_softmax(scores.detach(), -1), reference))
+
+
+@pytest.mark.parametrize("model", ["bahdanau", "luong", "transformer"])
+def test_the_models_log_attention_is_the_log_of_their_attention(tmp_path: Path,
+                                                                 model: str) -> None:
+    """log_attn=True gives the log of what the model attends with (and the same logits): the
+    Transformer's head mean as logsumexp - log H, one head as its own log-softmax."""
+    cfg = tiny_config(tmp_path, "model.dropout=0.0", model=model)
+    data = prepare_data(cfg.data, cfg.tokenizer, verbose=False)
+    net = build_model(cfg.model, src_vocab_size=data.tokenizer.src_vocab_size,
+                      tgt_vocab_size=data.tokenizer.tgt_vocab_size).eval()
+    split = data.splits["train"]
+    batch = collate(split.src_ids[:4], split.tgt_ids[:4], [0, 1, 2, 3])
+    readings = [{}] if model != "transformer" else [{"attn_layer": -1},
+                                                     {"attn_layer": 0, "attn_head": 1}]
+    for reading in readings:
+        logits, attn = net(batch.src, batch.src_mask, batch.tgt_in, **reading)
+        log_logits, log_attn = net(batch.src, batch.src_mask, batch.tgt_in, log_attn=True,
+                                   **reading)
+        torch.testing.assert_close(log_logits, logits)
+        real = attn > 0
+        torch.testing.assert_close(log_attn.exp()[real], attn[real], atol=1e-6, rtol=1e-5)
+        assert (log_attn.exp()[~real] == 0).all()
 
 
 @needs_eflomal
@@ -235,7 +265,7 @@ def test_the_update_loss_is_nll_plus_weight_times_kl(tmp_path: Path) -> None:
     model = parts.model
     model.train()
     torch.manual_seed(0)
-    logits, attn = model(batch.src, batch.src_mask, batch.tgt_in, need_attn=True)
+    logits, attn = model(batch.src, batch.src_mask, batch.tgt_in, need_attn=True, log_attn=True)
     nll = torch.nn.functional.cross_entropy(logits.flatten(0, 1), batch.tgt_out.flatten(),
                                             ignore_index=0, reduction="sum")
     kl = alignment_loss(attn, guidance.reference(batch.indices, attn.size(1), attn.size(2)))
@@ -300,7 +330,7 @@ def test_every_figure_of_a_guided_run_reads_its_supervised_layer_and_head(
                          "model.num_decoder_layers=2", "trainer.alignment_layer=0",
                          "trainer.alignment_head=1")
     validator = parts.validator
-    assert validator.supervised == (0, 1)
+    assert parts.model.alignment == (0, 1)  # the model is read where it was guided
     row = validator.validate(1, 0.0)
     valid = validator.valid
     found = score_alignment(parts.model, validator.data.tokenizer, valid.src_text,
@@ -309,19 +339,32 @@ def test_every_figure_of_a_guided_run_reads_its_supervised_layer_and_head(
     assert found is not None and found.heads is not None
     report = found.report()
     assert row["valid_aer"] == pytest.approx(report["heads"][0][1]["aer"])
-    assert report["heads"][0][1]["aer"] != report["aer"]  # the unguided reading differs
+    assert report["aer"] == pytest.approx(report["heads"][0][1]["aer"])  # no parameter
+    assert report["heads"][1][0]["aer"] != report["aer"]  # another head reads otherwise
     tok, probe, reference = validator.data.tokenizer, validator.probe[0], validator.probe_reference
-    guided = probe_alignment(parts.model, tok, probe, reference, torch.device("cpu"),
-                             reading=(0, 1))
-    plain = probe_alignment(parts.model, tok, probe, reference, torch.device("cpu"))
+    guided = probe_alignment(parts.model, tok, probe, reference, torch.device("cpu"))
     batch = collate(tok.encode_src([probe]), tok.encode_tgt([reference]), [0])
+    parts.model.eval()
     with torch.no_grad():
         heads = parts.model.cross_attention(batch.src, batch.src_mask, batch.tgt_in)
-    assert guided is not None and plain is not None
+    assert guided is not None
     pair = WordPair.of(probe, reference, tok.src_spans([probe])[0], tok.tgt_spans([reference])[0],
                        Links(frozenset(), frozenset()))
     torch.testing.assert_close(guided[0], pair.word_attention(heads[0, 0, 1]))
-    assert not torch.allclose(guided[0], plain[0])
+    assert not torch.allclose(guided[0], pair.word_attention(heads[1, 0].mean(dim=0)))
+    # each decoding step (translate's heatmaps, compare's probe picture) reads it too
+    ids = tok.encode_src([probe])[0]
+    hyp = decode_ids(parts.model, [ids], DecodeSettings(beam_size=1), torch.device("cpu"))[0][0]
+    forced = collate([ids], [hyp.tokens], [0])
+    with torch.no_grad():
+        heads = parts.model.cross_attention(forced.src, forced.src_mask, forced.tgt_in)
+    torch.testing.assert_close(hyp.attention, heads[0, 0, 1], atol=1e-5, rtol=1e-4)
+    # and align's reading, and the export's (CTranslate2 carries head 0 or the mean only)
+    reading = choose_reading(parts.model, "transformer", [], torch.device("cpu"))
+    assert (reading.layer, reading.head) == (0, 1) and "guided alignment trained" in \
+        reading.description
+    with pytest.raises(UserError, match="guided on decoder layer 0 head 1"):
+        alignment_reading(parts.model.alignment, 2)
 
 
 @needs_eflomal

@@ -12,6 +12,7 @@ import torch
 from omegaconf import OmegaConf
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
+from seq2seq.errors import UserError
 from seq2seq.evaluation.head_stats import STATISTICS, HeadStatistics, is_punctuation, row_sums
 from seq2seq.heads import masked, report_heads
 from seq2seq.models.transformer import Transformer
@@ -89,7 +90,7 @@ def test_statistics_on_hand_made_attention() -> None:
     means = sums / rows
     assert means[0, column("previous")] == 1.0  # over the rows that have a previous key
     assert means[0, column("same")] == pytest.approx(1 / n)
-    assert means[0, column("next")] == 0.0
+    assert means[0, column("next")] == 0.0 and rows[0, column("next")] == n - 1
     assert means[0, column("entropy")] == 0.0 and means[0, column("confidence")] == 1.0
     assert means[1, column("entropy")] == pytest.approx(math.log(n))  # the maximum
     assert means[1, column("confidence")] == pytest.approx(1 / n)
@@ -102,6 +103,57 @@ def test_statistics_on_hand_made_attention() -> None:
     found = HeadStatistics()
     found.add(torch.stack([uniform, previous]), n - 1, punctuation, True)  # 2 layers
     assert found.means().shape == (2, 1, len(STATISTICS)) and found.sentences == 1
+
+
+def causal_uniform(n: int) -> torch.Tensor:
+    """(1, n, n) the decoder's masked self-attention, each row uniform over what it may see."""
+    return (torch.tril(torch.ones(n, n)) / torch.arange(1, n + 1)[:, None])[None]
+
+
+def test_decoder_statistics_skip_what_the_mask_forces() -> None:
+    """Query 0 may see only the BOS: its row says nothing about the head and is skipped (it
+    would add 1 to "same" and "boundary"); at query 1 the previous key is the BOS, the
+    boundary, not a word; "next" is never allowed: not applicable (no rows)."""
+    n = 4
+    attn = causal_uniform(n)
+    punctuation = torch.zeros(n, dtype=torch.bool)
+    sums, rows = row_sums(attn, 0, punctuation, positional=True, causal=True)
+    means = sums / rows
+    assert rows[0, column("entropy")] == n - 1  # rows 1..3, not row 0
+    assert means[0, column("boundary")] == pytest.approx((1 / 2 + 1 / 3 + 1 / 4) / 3)
+    assert means[0, column("same")] == pytest.approx((1 / 2 + 1 / 3 + 1 / 4) / 3)
+    assert rows[0, column("previous")] == n - 2  # queries 2, 3: their previous is a word
+    assert means[0, column("previous")] == pytest.approx((1 / 3 + 1 / 4) / 2)
+    assert rows[0, column("next")] == 0 and torch.isnan(means[0, column("next")])
+    assert means[0, column("entropy")] == pytest.approx(
+        (math.log(2) + math.log(3) + math.log(4)) / 3)
+    # a head that parks everything on the BOS: its boundary share is 1 from real rows alone
+    parked = torch.zeros(1, n, n)
+    parked[0, :, 0] = 1.0
+    sums, rows = row_sums(parked, 0, punctuation, positional=True, causal=True)
+    assert (sums / rows)[0, column("boundary")] == 1.0 and rows[0, column("boundary")] == n - 1
+
+
+@pytest.mark.slow
+def test_statistics_of_a_mixed_length_batch_are_each_sentences_own(learnt: Path) -> None:
+    """The heads report's statistics over a batch of two sentences of different lengths
+    (padded together) equal the sums of each sentence measured alone."""
+    from seq2seq.corpus import encode_split
+    from seq2seq.heads import statistics
+    from seq2seq.inference import load_for_inference
+
+    loaded = load_for_inference(learnt / "checkpoints/best.pt", "cpu")
+    tok = loaded.tokenizer
+    pair = encode_split(tok, ["Jane ging in den Laden.", "Tom sah den Zoo."],
+                        ["Jane went to the store.", "Tom saw the zoo."], 256, 256)
+    assert len(pair.src_ids[0]) != len(pair.src_ids[1])
+    together = statistics(loaded, pair, batch_size=2)
+    alone = [statistics(loaded, pair.subset([i]), batch_size=1) for i in (0, 1)]
+    for kind, found in together.items():
+        torch.testing.assert_close(found.sums, alone[0][kind].sums + alone[1][kind].sums)
+        torch.testing.assert_close(found.rows, alone[0][kind].rows + alone[1][kind].rows)
+    decoder = together["decoder"].means()
+    assert torch.isnan(decoder[..., column("next")]).all()
 
 
 def test_punctuation_pieces() -> None:
@@ -150,18 +202,44 @@ def test_a_recurrent_model_says_once_it_has_no_self_attention(tmp_path: Path) ->
 
 @pytest.mark.slow
 def test_the_heads_report(learnt: Path, tmp_path: Path) -> None:
-    cfg = OmegaConf.create({"ckpt": str(learnt / "checkpoints/best.pt"), "split": "validation",
+    """Chosen on validation, reported on test with intervals; valid JSON (NaN refused); a head
+    whose W^O columns are zero loses exactly 0 BLEU, there and here."""
+    ckpt = learnt / "checkpoints/best.pt"
+    payload = torch.load(ckpt, map_location="cpu", weights_only=True)
+    state = payload["model"]  # what evaluation loads
+    key = next(k for k in state if k.endswith("decoder_layers.0.cross_attn.w_o.weight"))
+    head_size = state[key].shape[1] // 2
+    state[key][:, head_size:] = 0.0  # head 1's output columns of W^O
+    zeroed = tmp_path / "run/checkpoints/best.pt"
+    zeroed.parent.mkdir(parents=True)
+    torch.save(payload, zeroed)
+    (tmp_path / "run/tokenizer").symlink_to(learnt / "tokenizer")
+    cfg = OmegaConf.create({"ckpt": str(zeroed), "split": "test", "select_split": "validation",
                             "max_sentences": 12, "prune_budget": 0.5, "device": "cpu",
                             "out": str(tmp_path / "heads")})
     measured = report_heads(cfg)
-    report = json.loads((tmp_path / "heads/heads.json").read_text())
+    text = (tmp_path / "heads/heads.json").read_text()
+
+    def refuse(name: str) -> None:
+        raise ValueError(f"{name} is not JSON")
+
+    report = json.loads(text, parse_constant=refuse)
     assert len(measured["heads"]) == 3 * 2  # 3 attentions x 1 layer x 2 heads
+    dead = measured["heads"]["cross/0/1"]
+    assert dead["bleu_lost"] == 0.0 and dead["select_bleu_lost"] == 0.0
+    assert dead["low"] == dead["high"] == 0.0
     for name, row in measured["heads"].items():
-        assert row["bleu_lost"] == pytest.approx(measured["bleu"] - row["bleu"]), name
-    means = torch.tensor(report["statistics"]["decoder"]["means"])  # (1, 2, 7)
-    assert means[..., column("next")].eq(0).all()  # causal: nothing on the next position
-    assert torch.isnan(torch.tensor(report["statistics"]["cross"]["means"])[
-        ..., column("previous")]).all()
+        assert row["low"] <= row["bleu_lost"] <= row["high"], name
+    order = measured["pruning_order"]
+    lost = [measured["heads"][name]["select_bleu_lost"] for name in order]
+    assert lost == sorted(lost)  # ordered on the selection split
+    decoder = report["statistics"]["decoder"]["means"]  # (1, 2, 7)
+    assert all(head[column("next")] is None for head in decoder[0])  # not applicable
+    assert all(head[column("previous")] is None for head in report["statistics"]["cross"]
+               ["means"][0])
     assert (tmp_path / "heads/heads_importance.png").stat().st_size > 1000
-    assert "| cross | 0 | 1 |" in (tmp_path / "heads/heads.md").read_text()
-    assert measured["prunable"] <= 6
+    assert "| cross | 0 | 1 | +0.00 | +0.00 [+0.00, +0.00] |" in (
+        tmp_path / "heads/heads.md").read_text()
+    cfg.select_split = "test"
+    with pytest.raises(UserError, match="chosen on one split and reported on another"):
+        report_heads(cfg)

@@ -113,13 +113,14 @@ def test_the_device_check_names_the_stages_its_deadline_left_no_time_for(tmp_pat
     as failed (a rerun names it in STAGES), and the figures stage still writes its record."""
     if not (ROOT / ".venv/bin/python").is_file():
         pytest.skip("gpu_check.sh runs .venv's interpreter, and there is no .venv here")
-    env = {**os.environ, "DEVICE": "cpu", "DEADLINE": "5", "STAGES": "tests compare"}
+    env = {**os.environ, "DEVICE": "cpu", "DEADLINE": "5", "STAGES": "tests compare compare_ko"}
     proc = subprocess.run(["bash", str(ROOT / "scripts/gpu_check.sh"), str(tmp_path / "out")],
                           env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 1, proc.stdout + proc.stderr
     summary = json.loads((tmp_path / "out/gpu_check.json").read_text())
-    assert summary["failed_stages"] == ["collect", "pytest_gpu", "compare"]
+    assert summary["failed_stages"] == ["collect", "pytest_gpu", "compare", "compare_ko"]
     assert summary["environment"] is not None  # the environment stage ran before the deadline
+    assert summary["compare_debian_en_ko"] is None  # the en→ko stage is one of the check's
     assert "collect: not run, 5s deadline reached" in proc.stdout
-    assert "compare: not run, " in proc.stdout
-    assert "FAILED: collect pytest_gpu compare" in proc.stderr
+    assert "compare: not run, " in proc.stdout and "compare_ko: not run, " in proc.stdout
+    assert "FAILED: collect pytest_gpu compare compare_ko" in proc.stderr

@@ -25,11 +25,12 @@ from seq2seq.compare import study_variant
 from seq2seq.corpus import prepare_data
 from seq2seq.errors import UserError
 from seq2seq.evaluation.hypotheses import read_hypotheses
+from seq2seq.evaluation.metrics import bleu_signature, signature_tokenizer
 from seq2seq.inference import load_for_inference
 from seq2seq.runtime import Runtime, setup_runtime
 from seq2seq.train import main as train_entry_point
 from seq2seq.training import update as update_module
-from seq2seq.training.loop import train
+from seq2seq.training.loop import check_scorer, train
 from seq2seq.training.setup import build_parts
 from seq2seq.training.train_log import TrainLog
 from seq2seq.training.validation import reference_probe
@@ -479,9 +480,31 @@ def test_a_resumed_run_refuses_to_compare_bleu_of_another_signature(tmp_path: Pa
     signature = saved["progress"]["best_signature"]
     assert signature.startswith("nrefs:1|") and "tok:13a" in signature
     assert first["history"][-1]["bleu_signature"] == signature
-    saved["progress"]["best_signature"] = signature.replace("tok:13a", "tok:ko-mecab")
-    save_checkpoint(last, saved)
-    with pytest.raises(UserError, match="the two do not compare"):
-        train(tiny_config(tmp_path / "a", "trainer.max_steps=20", "trainer.eval_every=10",
+    resumed = tiny_config(tmp_path / "a", "trainer.max_steps=20", "trainer.eval_every=10",
                           "trainer.final_test=false", "trainer.resume=true",
-                          data_root=tmp_path / "data"))
+                          "trainer.log_every=1", data_root=tmp_path / "data")
+    # a sacrebleu upgrade alone changes the version, not the tokenizer: it resumes
+    saved["progress"]["best_signature"] = signature.replace("version:", "version:9.")
+    save_checkpoint(last, saved)
+    assert train(resumed)["stopped_by"] == "max_steps"
+    saved["progress"]["best_signature"] = signature.replace("tok:13a", "tok:ko-mecab-0.996")
+    saved["progress"]["step"] = 10
+    save_checkpoint(last, saved)
+    before = last.stat().st_mtime_ns
+    with pytest.raises(UserError, match="the tokenizers differ, so the two do not compare"):
+        train(resumed)
+    assert last.stat().st_mtime_ns == before  # stopped before its first update: nothing saved
+    assert load_checkpoint(last)["progress"]["step"] == 10
+
+
+def test_the_scorer_is_compared_on_its_tokenizer_only() -> None:
+    assert signature_tokenizer("nrefs:1|case:mixed|eff:no|tok:ko-mecab-0.996/ko-0.9.2-KO|"
+                               "smooth:exp|version:2.6.0") == "ko-mecab"
+    assert signature_tokenizer("nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp|version:2.6.0") \
+        == "13a"
+    progress = Progress(best_signature=bleu_signature("13a").replace("version:", "version:0."))
+    check_scorer(progress, "13a")  # versions aside: compares
+    progress.best_signature = progress.best_signature.replace("tok:13a", "tok:intl")
+    with pytest.raises(UserError, match="tok:13a.*tok:intl"):
+        check_scorer(progress, "13a")
+    check_scorer(Progress(), "intl")  # a new run has nothing to compare

@@ -18,7 +18,6 @@ import torch
 
 from seq2seq.data import data_root, load_corpus
 from seq2seq.evaluation.aer import probe_alignment
-from seq2seq.evaluation.word_links import supervised_attention
 from seq2seq.inference import load_for_inference
 from seq2seq.training.validation import reference_probe
 from seq2seq.visualization import figure_to_png, fonts_for
@@ -43,10 +42,9 @@ def main(ckpt: Path, out: Path) -> None:
     step = int(loaded.history[-1]["step"]) if loaded.history else -1  # the evaluation that wrote it
     for i, (src, tgt) in enumerate(references(ckpt)):
         words = [list(w) for w in data.probe_words] if i == 0 else []
-        reading = supervised_attention(loaded.config)  # a guided Transformer's layer and head
-        found = reference_probe(loaded.model, loaded.tokenizer, src, tgt, words, cpu, step,
-                                reading=reading)
-        aligned = probe_alignment(loaded.model, loaded.tokenizer, src, tgt, cpu, reading=reading)
+        # a guided Transformer is read by the layer and head it was guided on (its alignment)
+        found = reference_probe(loaded.model, loaded.tokenizer, src, tgt, words, cpu, step)
+        aligned = probe_alignment(loaded.model, loaded.tokenizer, src, tgt, cpu)
         if found is None or aligned is None:
             print(f"{ckpt}: no attention")
             return

@@ -156,10 +156,12 @@ def read_export(cfg: DataConfig, folder: Path, root: Path) -> datasets.DatasetDi
                 for stored, entry in manifest["files"].items()}
     try:
         columns = json.loads(contents[CORPUS_FILE])
-        documents = ({split: columns[split]["document"] for split in SPLITS}
-                     if "document" in columns["train"] else None)
+        documents, domains = ({split: columns[split][name] for split in SPLITS}
+                              if name in columns["train"] else None
+                              for name in ("document", "domain"))
         pairs = make_dataset_dict(
-            {split: (columns[split]["src"], columns[split]["tgt"]) for split in SPLITS}, documents)
+            {split: (columns[split]["src"], columns[split]["tgt"]) for split in SPLITS}, documents,
+            domains)
     except (ValueError, KeyError, TypeError) as err:
         raise UserError(f"{folder}: corrupt corpus export: {CORPUS_FILE} holds no splits of "
                         f"pairs ({type(err).__name__}: {err})") from None

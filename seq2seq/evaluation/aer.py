@@ -100,17 +100,6 @@ def shift_att(attn: Tensor) -> Tensor:
     return torch.cat([attn[..., 1:, :], torch.zeros_like(attn[..., :1, :])], dim=-2)
 
 
-# a Transformer's supervised cross-attention, (decoder layer, head; None: the mean over heads):
-# what guided alignment trained (`word_links.supervised_attention`) and every figure then reads
-Supervised = tuple[int, int | None]
-
-
-def read_heads(heads: Tensor, reading: Supervised) -> Tensor:
-    """(L, B, H, T, S) every layer's and head's weights -> (B, T, S) of the reading."""
-    layer, head = reading
-    return heads[layer].mean(dim=1) if head is None else heads[layer][:, head]
-
-
 def diagonal(n_tgt: int, n_src: int, shift: int = 0) -> Tensor:
     """(Tw,) target word t -> source word round(t * Sw / Tw) + shift, -1 past the last word."""
     linked = [min(math.floor(t * n_src / n_tgt + 0.5), n_src - 1) + shift for t in range(n_tgt)]
@@ -327,11 +316,10 @@ def score_alignment(
     device: torch.device,
     batch_size: int = 64,
     batch_cells: int = ALIGNMENT_BATCH_CELLS,
-    reading: Supervised | None = None,
 ) -> SplitAlignment | None:
     """Teacher-force the references and score the attention against `links`; None for a model
-    without attention (the vanilla model). The model's figure ("aer") reads its attention, or
-    for a guided Transformer `reading`, the layer and head its guidance supervised.
+    without attention (the vanilla model). The model's figure ("aer") reads the attention the
+    model returns (a guided Transformer's: the layer and head it was guided on).
 
     Pairs are taken by length in batches of at most `batch_size` whose sentences times the
     largest (S + 1) * (T + 1) stay within `batch_cells`: the Transformer's per-layer, per-head
@@ -354,8 +342,6 @@ def score_alignment(
         if attn is None:
             return None
         heads = model.cross_attention(batch.src, batch.src_mask, batch.tgt_in)  # (L,B,H,T,S)
-        if reading is not None and heads is not None:
-            attn = read_heads(heads, reading)
         for b, i in enumerate(chunk):
             pair = WordPair.of(src_text[i], tgt_text[i], src_spans[i], tgt_spans[i], links[i])
             if not pair.src or not pair.tgt:
@@ -368,24 +354,20 @@ def score_alignment(
 
 def probe_alignment(
     model: nn.Module, tokenizer: Tokenizer, src_text: str, tgt_text: str,
-    device: torch.device, shift_layer: int | None = None, reading: Supervised | None = None,
+    device: torch.device, shift_layer: int | None = None,
 ) -> tuple[Tensor, list[str], list[str]] | None:
     """The probe sentence teacher-forced on its reference, at word level: (Tw, Sw + 1) word
     attention, the source words (and EOS) and the target words; None without attention.
 
     `shift_layer`: None reads the attention as the metric's "aer" does (the step predicting
     each word; the Transformer's last layer, mean over heads); a layer reads that layer's
-    Shift-Att (mean over heads), None for a model without per-layer attention. `reading`: a
-    guided Transformer's supervised layer and head, read instead of the last layer's mean.
-    The caller runs the model in eval mode."""
+    Shift-Att (mean over heads), None for a model without per-layer attention. The caller runs
+    the model in eval mode."""
     src_ids, tgt_ids = tokenizer.encode_src([src_text])[0], tokenizer.encode_tgt([tgt_text])[0]
     batch = collate([src_ids], [tgt_ids], [0]).to(device)
     with torch.inference_mode():
         if shift_layer is None:
             _, attn = model(batch.src, batch.src_mask, batch.tgt_in, need_attn=True)  # (1,T,S)
-            if reading is not None and attn is not None:
-                heads = model.cross_attention(batch.src, batch.src_mask, batch.tgt_in)
-                attn = attn if heads is None else read_heads(heads, reading)
         else:
             heads = model.cross_attention(batch.src, batch.src_mask, batch.tgt_in)  # (L,1,H,T,S)
             attn = None if heads is None else shift_att(heads[shift_layer].mean(dim=1))

@@ -15,7 +15,7 @@ from torch import nn
 from seq2seq.alignment import Links
 from seq2seq.corpus import EncodedSplit
 from seq2seq.decoding import DecodeSettings, Hypothesis, translate_batches
-from seq2seq.evaluation.aer import Chosen, SplitAlignment, Supervised, score_alignment
+from seq2seq.evaluation.aer import Chosen, SplitAlignment, score_alignment
 from seq2seq.evaluation.metrics import Scores, score
 from seq2seq.runtime import release_freed_memory
 from seq2seq.tokenization import EOS_ID, Tokenizer
@@ -77,20 +77,18 @@ def decode_and_score(
     device: torch.device,
     links: list[Links] | None = None,
     bleu_tokenize: str | None = None,
-    reading: Supervised | None = None,
 ) -> SplitResult:
     """Decode the sources of a split, detokenize and score against the text references; with
     the split's reference `links`, also score the attention teacher-forced on the references
-    (`seq2seq.evaluation.aer`; `reading`: a guided Transformer's supervised layer and head).
-    The model runs in eval mode throughout."""
+    (`seq2seq.evaluation.aer`: the attention the model returns). The model runs in eval mode
+    throughout."""
     alignment = None
     with eval_mode(model):
         nbest = decode_ids(model, split.src_ids, settings, device)
         if links is not None:
             release_freed_memory()  # the beam search's heap, before the scoring's other shapes
             alignment = score_alignment(model, tokenizer, split.src_text, split.tgt_text,
-                                        split.src_ids, split.tgt_ids, links, device,
-                                        reading=reading)
+                                        split.src_ids, split.tgt_ids, links, device)
     hypotheses = [tokenizer.decode_tgt(hyps[0].tokens) for hyps in nbest]
     scores = score(hypotheses, split.tgt_text, tokenize=bleu_tokenize)
     return SplitResult(hypotheses, split.tgt_text, split.src_text, scores, nbest, alignment)

@@ -9,11 +9,17 @@ of every sentence of the split:
 - confidence: the row's largest weight (Voita et al.'s measure);
 - previous, same, next: the weight on the key one position before the query, at it, one after
   (self-attention only: the query and key positions are the same sequence's); each averaged
-  over the rows that have such a key, so a pure previous-token head scores exactly 1.0;
+  over the rows that have such a key, so a pure previous-token head scores exactly 1.0. In the
+  decoder's masked self-attention "next" is never allowed (reported NaN: not applicable), and
+  the target BOS is the boundary, not a "previous" word;
 - boundary: the weight on the sentence's boundary token, the source EOS (encoder, cross) or the
   target BOS the decoder starts from (decoder): where BERT's heads park unneeded weight on
   [SEP], an NMT head parks it here;
 - punctuation: the weight on pieces that are punctuation only (`is_punctuation`).
+
+Rows the mask forces are no measurement and are skipped: a decoder query that may see only
+the BOS (its first) puts all of its weight there whatever the head does, and would add 1 to
+"same" and "boundary", confidence 1 and entropy 0; so every row with one allowed key.
 
 Shapes: H heads, T query positions, N key positions (the sentence's own, without padding).
 """
@@ -38,8 +44,8 @@ def is_punctuation(piece: str) -> bool:
     return bool(text) and all(unicodedata.category(ch).startswith("P") for ch in text)
 
 
-def row_sums(attn: Tensor, boundary: int, punctuation: Tensor, positional: bool
-             ) -> tuple[Tensor, Tensor]:
+def row_sums(attn: Tensor, boundary: int, punctuation: Tensor, positional: bool,
+             causal: bool = False) -> tuple[Tensor, Tensor]:
     """One sentence's attention (H, T, N) -> each statistic summed over its rows, and the
     number of rows each sum is over (both (H, len(STATISTICS)), float64).
 
@@ -49,20 +55,29 @@ def row_sums(attn: Tensor, boundary: int, punctuation: Tensor, positional: bool
         punctuation: (N,) bool, the keys that are punctuation.
         positional: whether queries and keys are one sequence (self-attention): the
             previous/same/next shares are measured; else they stay 0 over 0 rows.
+        causal: the decoder's masked self-attention: query q sees keys 0 to q, key 0 is the
+            BOS (`boundary`). Its rows with one allowed key are skipped, "previous" never
+            counts the BOS, and "next" (never allowed) stays 0 over 0 rows.
     """
     attn = attn.double()
     num_heads, num_rows, num_keys = attn.shape
-    logs = torch.where(attn > 0, attn.log(), torch.zeros_like(attn))
+    allowed = [q + 1 if causal else num_keys for q in range(num_rows)]
+    kept = [q for q in range(num_rows) if allowed[q] > 1]  # a forced row measures nothing
     sums = torch.zeros(num_heads, len(STATISTICS), dtype=torch.float64)
     rows = torch.zeros_like(sums)
-    sums[:, 0] = -(attn * logs).sum(dim=(1, 2))
-    sums[:, 1] = attn.amax(dim=2).sum(dim=1)
-    sums[:, 5] = attn[:, :, boundary].sum(dim=1)
-    sums[:, 6] = attn[:, :, punctuation.to(attn.device)].sum(dim=(1, 2))
-    rows[:, [0, 1, 5, 6]] = num_rows
+    if not kept:
+        return sums, rows
+    kept_attn = attn[:, kept]
+    logs = torch.where(kept_attn > 0, kept_attn.log(), torch.zeros_like(kept_attn))
+    sums[:, 0] = -(kept_attn * logs).sum(dim=(1, 2))
+    sums[:, 1] = kept_attn.amax(dim=2).sum(dim=1)
+    sums[:, 5] = kept_attn[:, :, boundary].sum(dim=1)
+    sums[:, 6] = kept_attn[:, :, punctuation.to(attn.device)].sum(dim=(1, 2))
+    rows[:, [0, 1, 5, 6]] = len(kept)
     if positional:
+        first_key = 1 if causal else 0  # the decoder's BOS is the boundary, not a word
         for column, offset in ((2, -1), (3, 0), (4, 1)):
-            queries = [q for q in range(num_rows) if 0 <= q + offset < num_keys]
+            queries = [q for q in kept if first_key <= q + offset < min(num_keys, allowed[q])]
             if queries:
                 index = torch.tensor(queries)
                 sums[:, column] = attn[:, index, index + offset].sum(dim=1)
@@ -79,9 +94,10 @@ class HeadStatistics:
     sentences: int = 0
     aer: list[list[float | None]] | None = field(default=None)  # (L, H), cross-attention only
 
-    def add(self, layers: Tensor, boundary: int, punctuation: Tensor, positional: bool) -> None:
-        """One sentence's weights of every layer, (L, H, T, N)."""
-        found = [row_sums(layer, boundary, punctuation, positional) for layer in layers]
+    def add(self, layers: Tensor, boundary: int, punctuation: Tensor, positional: bool,
+            causal: bool = False) -> None:
+        """One sentence's weights of every layer, (L, H, T, N) (`row_sums`)."""
+        found = [row_sums(layer, boundary, punctuation, positional, causal) for layer in layers]
         sums = torch.stack([s for s, _ in found])
         rows = torch.stack([r for _, r in found])
         self.sums = sums if self.sums is None else self.sums + sums
@@ -89,6 +105,7 @@ class HeadStatistics:
         self.sentences += 1
 
     def means(self) -> Tensor:
-        """(L, H, len(STATISTICS)) each statistic's mean over its rows (NaN over no rows)."""
+        """(L, H, len(STATISTICS)) each statistic's mean over its rows (NaN over no rows: not
+        applicable, as the decoder's "next" or the cross-attention's positions)."""
         assert self.sums is not None and self.rows is not None
         return self.sums / self.rows

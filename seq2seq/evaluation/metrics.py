@@ -7,6 +7,7 @@ itself, with the tokenizer sacrebleu picks for the target language unless a corp
 
 from __future__ import annotations
 
+import re
 from dataclasses import asdict, dataclass
 
 import numpy as np
@@ -86,6 +87,25 @@ def _bleu_metric(tokenize: str | None) -> BLEU:
             print(f"BLEU: sacrebleu's {name} tokenizer cannot run ({why} {extra}): BLEU falls back"
                   f" to {DEFAULT_TOKENIZE}, as its signature says")
         return BLEU(tokenize=DEFAULT_TOKENIZE)
+
+
+def bleu_signature(tokenize: str | None) -> str:
+    """The signature the BLEU of `tokenize` would carry here (its fallback included), from
+    scoring one sentence against itself (sacrebleu signs a metric once it has scored)."""
+    metric = _bleu_metric(tokenize)
+    _corpus_score(metric, ["a b c d"], ["a b c d"])
+    return metric.get_signature().format()
+
+
+def signature_tokenizer(signature: str) -> str:
+    """The tokenizer a BLEU signature names, without versions: `ko-mecab` for
+    `...|tok:ko-mecab-0.996/ko-0.9.2-KO|...`, `13a` for `...|tok:13a|...`. Scores compare when
+    this agrees (a sacrebleu or mecab upgrade keeps it)."""
+    for field in signature.split("|"):
+        if field.startswith("tok:"):
+            name = field.removeprefix("tok:")
+            return re.sub(r"-\d[\w.]*(/.*)?$", "", name)
+    return ""
 
 
 def _corpus_score(metric: BLEU, hypotheses: list[str], references: list[str]) -> BLEUScore:
@@ -175,6 +195,15 @@ def bleu_by_length(
                      "length_ratio": found.sys_len / max(found.ref_len, 1),
                      "precisions": [float(p) for p in found.precisions]})
     return rows
+
+
+def domain_scores(domains: list[str] | None, hypotheses: list[str], references: list[str],
+                  tokenize: str | None = None) -> list[dict]:
+    """`scores_by_domain` where the split's pairs carry domains stored by the corpus build and
+    name several (data=debian_en_ko: documentation, interface, descriptions, fiction); else []."""
+    if not domains or "" in domains or len(set(domains)) < 2:
+        return []
+    return scores_by_domain(domains, hypotheses, references, tokenize)
 
 
 def scores_by_domain(

@@ -74,16 +74,6 @@ class Reading:
     head: int | None = None
 
 
-def supervised_attention(config: DictConfig) -> tuple[int, int | None] | None:
-    """The Transformer (layer, head) that guided alignment trained, from a checkpoint's
-    config (head None: the mean over heads; layer -1: the last); None without guidance or
-    for the RNNs, whose one attention is what `forward` returns."""
-    t = config.trainer
-    if float(t.get("alignment_weight", 0.0)) <= 0 or config.model.name != "transformer":
-        return None
-    return int(t.get("alignment_layer", -1)), t.get("alignment_head")
-
-
 def aer_label(config: DictConfig) -> str:
     """What an AER against eflomal's links measures for this run: alignment against eflomal,
     or, where guided alignment trained on those very links, agreement with its teacher."""
@@ -112,12 +102,11 @@ def recorded_layer(history: Sequence[dict], num_layers: int, shift: bool) -> tup
 def choose_reading(
     model: nn.Module, model_name: str, history: Sequence[dict], device: torch.device,
     reading: str = "attention", layer: int | str = "validation",
-    supervised: tuple[int, int | None] | None = None,
 ) -> Reading:
     """The reading of `model`'s attention that `reading` (attention | shift_att) and `layer`
     (validation: chosen on validation where `history` records it; or a decoder layer from 0)
-    name. `supervised` (`supervised_attention`): with reading=attention and layer=validation,
-    the Transformer layer and head guided alignment trained are read instead.
+    name. A Transformer read by the layer and head guided alignment trained (its `alignment`)
+    is read there with reading=attention and layer=validation.
 
     Raises:
         UserError: a model without attention, an unknown reading, Shift-Att or a layer for a
@@ -140,11 +129,9 @@ def choose_reading(
         return Reading(shift, None, f"the {model_name} attention of the step {step} each "
                                     "target word")
     num_layers = heads.shape[0]
+    supervised = getattr(model, "alignment", None)
     if supervised is not None and not shift and layer == "validation":
-        if not -num_layers <= supervised[0] < num_layers:
-            raise UserError(f"the checkpoint's trainer.alignment_layer={supervised[0]} is "
-                            f"outside [{-num_layers}, {num_layers})")
-        chosen, head = supervised[0] % num_layers, supervised[1]
+        chosen, head = supervised
         which = "mean over heads" if head is None else f"head {head}"
         return Reading(False, chosen, f"{model_name} cross-attention of the step predicting "
                                       f"each target word, decoder layer {chosen} of "

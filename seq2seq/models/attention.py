@@ -37,6 +37,14 @@ def masked_softmax(scores: Tensor, mask: Tensor) -> Tensor:
     return torch.softmax(scores, dim=-1).masked_fill(~mask, 0.0)
 
 
+def masked_log_softmax(scores: Tensor, mask: Tensor) -> Tensor:
+    """The log of `masked_softmax`, computed as a log-softmax of the scores (so its gradient is
+    exact however small a weight is: what guided alignment's KL needs); masked positions get
+    the most negative number, whose `exp` is exactly 0."""
+    scores = scores.masked_fill(~mask, torch.finfo(scores.dtype).min)
+    return torch.log_softmax(scores, dim=-1).masked_fill(~mask, torch.finfo(scores.dtype).min)
+
+
 class _Sparsemax(torch.autograd.Function):
     """Euclidean projection of the scores onto the simplex; -inf scores get weight 0."""
 
@@ -112,6 +120,7 @@ def attend(
     values: Tensor,
     mask: Tensor,
     normalize: Callable[[Tensor, Tensor], Tensor] = masked_softmax,
+    log_weights: bool = False,
 ) -> tuple[Tensor, Tensor]:
     """Score, normalise with padding masked out, and take the weighted sum of the values.
 
@@ -122,18 +131,27 @@ def attend(
         values: (B, S, K) encoder states.
         mask: (B, S) True at real source tokens.
         normalize: (B, T, S) scores, broadcastable mask -> weights (`ATTENTION_FNS`).
+        log_weights: return the weights' log, a log-softmax of the scores (softmax only).
 
     Returns:
-        context (B, K) or (B, T, K), and weights (B, S) or (B, T, S).
+        context (B, K) or (B, T, K), and weights (B, S) or (B, T, S) (their log with
+        `log_weights`).
     """
     one_step = query.dim() == 2
     if one_step:
         query = query.unsqueeze(1)
-    weights = normalize(scores_fn(query, keys), mask.unsqueeze(1))  # (B, T, S)
+    scores = scores_fn(query, keys)  # (B, T, S)
+    if log_weights:
+        if normalize is not masked_softmax:
+            raise ValueError("log_weights needs attention_fn=softmax")
+        logs = masked_log_softmax(scores, mask.unsqueeze(1))
+        weights, returned = logs.exp(), logs
+    else:
+        weights = returned = normalize(scores, mask.unsqueeze(1))
     context = torch.bmm(weights.to(values.dtype), values)  # (B, T, K)
     if one_step:
-        return context.squeeze(1), weights.squeeze(1)
-    return context, weights
+        return context.squeeze(1), returned.squeeze(1)
+    return context, returned
 
 
 class AdditiveAttention(nn.Module):
@@ -180,6 +198,7 @@ class AdditiveAttention(nn.Module):
         mask: Tensor,
         query_extra: Tensor | None = None,
         recompute: bool = False,
+        log_weights: bool = False,
     ) -> tuple[Tensor, Tensor]:
         """Query (B, Q) or (B, T, Q) -> context (B[, T], K), weights (B[, T], S); see `attend`.
         `recompute`: score with `score_recomputed`."""
@@ -187,7 +206,7 @@ class AdditiveAttention(nn.Module):
         if query_extra is not None:
             projected = projected + query_extra
         scores_fn = self.score_recomputed if recompute else self.score
-        return attend(scores_fn, projected, keys, values, mask, self.normalize)
+        return attend(scores_fn, projected, keys, values, mask, self.normalize, log_weights)
 
 
 class DotAttention(nn.Module):
@@ -210,10 +229,11 @@ class DotAttention(nn.Module):
         return torch.bmm(query, keys.transpose(1, 2)) * self.scale  # * 1.0 is exact
 
     def forward(
-        self, query: Tensor, keys: Tensor, values: Tensor, mask: Tensor
+        self, query: Tensor, keys: Tensor, values: Tensor, mask: Tensor,
+        log_weights: bool = False,
     ) -> tuple[Tensor, Tensor]:
         """Query (B, Q) or (B, T, Q) -> context (B[, T], K), weights (B[, T], S); see `attend`."""
-        return attend(self.score, query, keys, values, mask, self.normalize)
+        return attend(self.score, query, keys, values, mask, self.normalize, log_weights)
 
 
 class GeneralAttention(DotAttention):

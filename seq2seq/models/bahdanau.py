@@ -143,6 +143,7 @@ class Bahdanau(nn.Module):
         state: RNNState,
         enc: EncoderOutput,
         recompute: bool = False,
+        log_weights: bool = False,
     ) -> tuple[RNNState, Tensor, Tensor]:
         """One decoder step after the embedding: attend, then step.
 
@@ -152,14 +153,16 @@ class Bahdanau(nn.Module):
             state: s_{t-1}.
             enc: the encoder output.
             recompute: the attention recomputes its tanh in backward (`score_recomputed`).
+            log_weights: return the weights' log-softmax (guided alignment).
 
         Returns:
-            s_t, the context c_t (B, 2H) and the weights a_t (B, S).
+            s_t, the context c_t (B, 2H) and the weights a_t (B, S) (their log with
+            `log_weights`).
         """
         if self.context_rnn is not None:  # conditional
-            return self._conditional_step(gates, word_query, state, enc, recompute)
+            return self._conditional_step(gates, word_query, state, enc, recompute, log_weights)
         context, weights = self.attention(
-            state.hidden[-1], enc.keys, enc.states, enc.mask, word_query, recompute
+            state.hidden[-1], enc.keys, enc.states, enc.mask, word_query, recompute, log_weights
         )  # s_{t-1} queries: (B, 2H), (B, S)
         state = rnn_step(self.decoder, context, state, gates=gates)  # RNN([y_{t-1}; c_t])
         return state, context, weights
@@ -171,12 +174,13 @@ class Bahdanau(nn.Module):
         state: RNNState,
         enc: EncoderOutput,
         recompute: bool,
+        log_weights: bool = False,
     ) -> tuple[RNNState, Tensor, Tensor]:
         """conditional: s'_t = RNN(y_{t-1}, s_{t-1}) queries; s_t = RNN_2(c_t, s'_t) on the
         top layer. Arguments and results as `_step`."""
         state = rnn_step(self.decoder, None, state, gates=gates)  # s'_t
         context, weights = self.attention(
-            state.hidden[-1], enc.keys, enc.states, enc.mask, word_query, recompute
+            state.hidden[-1], enc.keys, enc.states, enc.mask, word_query, recompute, log_weights
         )
         assert self.context_rnn is not None
         top = RNNState(
@@ -212,10 +216,12 @@ class Bahdanau(nn.Module):
         need_attn: bool = True,
         output_positions: Tensor | None = None,
         project: bool = True,
+        log_attn: bool = False,
     ) -> tuple[Tensor, Tensor | None]:
         """Teacher forcing: tgt_in (B, T) -> logits (B, T, V) (or (N, V) at
         output_positions), attention (B, T, S) or None; project=False: the generator's inputs
-        instead of logits.
+        instead of logits; log_attn: the attention's log, a log-softmax of its scores (guided
+        alignment's KL, whose gradient it keeps exact).
 
         The decoder steps T times (each step's query is the previous step's state); what does
         not feed back, the embedding's gate and query terms and the output layer, runs once for
@@ -236,14 +242,15 @@ class Bahdanau(nn.Module):
         tops, contexts, weights = [], [], []
         # unbind: its backward is one stack, not T copies
         for gates_t, word_t in zip(gates.unbind(dim=1), word_queries, strict=True):
-            state, context, step_weights = self._step(gates_t, word_t, state, enc, recompute)
+            state, context, step_weights = self._step(gates_t, word_t, state, enc, recompute,
+                                                      log_attn)
             tops.append(state.hidden[-1])
             contexts.append(context)
             weights.append(step_weights)
         out = self._output(torch.stack(tops, 1), torch.stack(contexts, 1), emb)  # (B, T, O)
         attn = torch.stack(weights, dim=1)  # (B, T, S)
         if self.lexical is not None:
-            out = out + self.lexical(attn, enc.embedded)
+            out = out + self.lexical(attn.exp() if log_attn else attn, enc.embedded)
         if output_positions is not None:
             out = out.flatten(0, 1).index_select(0, output_positions)  # (N, O)
         out = self.dropout(out)

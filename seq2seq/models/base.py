@@ -96,7 +96,9 @@ class Seq2SeqModel(Protocol):
         then (N, V) for those positions only, so the output projection, the largest matrix
         product of a small model, skips the padding. project=False returns what the output
         layer `generator` (an nn.Linear) would project, (..., O), in place of the logits, for
-        a loss that projects them itself (training.loss.linear_token_losses).
+        a loss that projects them itself (training.loss.linear_token_losses). The attention
+        models also take log_attn=True (guided alignment): the attention comes as its log, a
+        log-softmax of its scores, so the KL's gradient stays exact.
         """
         ...
 

@@ -144,13 +144,15 @@ class Luong(nn.Module):
         return torch.tanh(self.combine(torch.cat([context, top], dim=-1)))
 
     def _step(
-        self, emb: Tensor, state: RNNState, enc: EncoderOutput
+        self, emb: Tensor, state: RNNState, enc: EncoderOutput, log_weights: bool = False
     ) -> tuple[RNNState, Tensor, Tensor]:
-        """Step, then attend with s_t: emb (B, E) -> s_t, h~_t (B, O), weights (B, S)."""
+        """Step, then attend with s_t: emb (B, E) -> s_t, h~_t (B, O), weights (B, S) (their
+        log-softmax with `log_weights`)."""
         x = torch.cat([emb, state.feed], dim=-1) if state.feed is not None else emb
         state = rnn_step(self.decoder, x, state)
         top = state.hidden[-1]  # (B, H)
-        context, weights = self.attention(top, enc.keys, enc.states, enc.mask)  # (B, K), (B, S)
+        context, weights = self.attention(top, enc.keys, enc.states, enc.mask,
+                                          log_weights)  # (B, K), (B, S)
         attentional = self._attentional(context, top)
         if self.input_feeding:
             state.feed = attentional
@@ -174,27 +176,29 @@ class Luong(nn.Module):
         need_attn: bool = True,
         output_positions: Tensor | None = None,
         project: bool = True,
+        log_attn: bool = False,
     ) -> tuple[Tensor, Tensor | None]:
         """Teacher forcing: tgt_in (B, T) -> logits (B, T, V) (or (N, V) at
         output_positions), attention (B, T, S) or None; project=False: the generator's inputs
-        instead of logits."""
+        instead of logits; log_attn: the attention's log-softmax (guided alignment)."""
         enc = self.encode(src_ids, src_mask)
         state = self.init_state(enc)
         emb = self.dropout(self.tgt_emb(tgt_in))  # (B, T, E)
         if self.input_feeding:  # h~_{t-1} is part of step t's input: step through time
             outs, weights = [], []
             for emb_t in emb.unbind(dim=1):
-                state, step_out, step_weights = self._step(emb_t, state, enc)
+                state, step_out, step_weights = self._step(emb_t, state, enc, log_attn)
                 outs.append(step_out)
                 weights.append(step_weights)
             out = torch.stack(outs, dim=1)  # (B, T, O)
             attn = torch.stack(weights, dim=1)  # (B, T, S)
         else:  # nothing feeds back: one fused RNN call, then attend for all steps at once
             tops, _ = rnn_run(self.decoder, emb, state)  # (B, T, H)
-            context, attn = self.attention(tops, enc.keys, enc.states, enc.mask)  # (B, T, K)
+            context, attn = self.attention(tops, enc.keys, enc.states, enc.mask,
+                                           log_attn)  # (B, T, K)
             out = self._attentional(context, tops)  # (B, T, O)
         if self.lexical is not None:
-            out = out + self.lexical(attn, enc.embedded)
+            out = out + self.lexical(attn.exp() if log_attn else attn, enc.embedded)
         if output_positions is not None:
             out = out.flatten(0, 1).index_select(0, output_positions)  # (N, O)
         out = self.dropout(out)

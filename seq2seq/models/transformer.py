@@ -82,6 +82,12 @@ class Transformer(nn.Module):
         positions: "sinusoidal" (added to the embeddings) or "relative" (T5's: a learned bias
             per head and bucket of offsets in each self-attention, one table for the encoder's
             layers and one for the decoder's; `RelativePositionBias`).
+
+    Attributes:
+        alignment: the cross-attention the model is read by (fairseq's alignment_layer and
+            alignment_heads): (decoder layer, head, or None for the mean over heads), which
+            `forward` and `decode_step` return as "the attention"; None: the last layer's mean.
+            Set by `read_alignment` where the model is built for a run guided on a layer.
     """
 
     def __init__(
@@ -155,6 +161,22 @@ class Transformer(nn.Module):
         relative = positions == "relative"  # after the rest, which keeps its initial weights
         self.encoder_positions = RelativePositionBias(num_heads, True) if relative else None
         self.decoder_positions = RelativePositionBias(num_heads, False) if relative else None
+        self.alignment: tuple[int, int | None] | None = None
+
+    def read_alignment(self, layer: int, head: int | None) -> None:
+        """Read the model by decoder layer `layer`'s cross-attention (-1: the last), head `head`
+        or the mean over heads (None), from `forward` and every decoding step.
+
+        Raises:
+            ValueError: a layer or head the model does not have.
+        """
+        num_layers = len(self.decoder_layers)
+        num_heads = self.decoder_layers[0].cross_attn.num_heads
+        if not -num_layers <= layer < num_layers:
+            raise ValueError(f"alignment layer {layer} is outside [{-num_layers}, {num_layers})")
+        if head is not None and not 0 <= head < num_heads:
+            raise ValueError(f"alignment head {head} is outside [0, {num_heads})")
+        self.alignment = (layer % num_layers, head)
 
     def _embed(self, emb: nn.Embedding, ids: Tensor, start: int = 0) -> Tensor:
         """(B, N) ids at positions start.. -> (B, N, D) scaled embeddings plus sinusoidal
@@ -203,11 +225,13 @@ class Transformer(nn.Module):
     def _decode(
         self, tgt_in: Tensor, enc: EncoderOutput, need_weights: bool,
         weights_of: int | None = None, self_weights: list[Tensor] | None = None,
+        log_weights: bool = False,
     ) -> tuple[Tensor, list[Tensor | None]]:
         """Teacher forcing: tgt_in (B, T) -> the generator's inputs (B, T, D) and per-layer
         weights (B, H, T, S), None where not needed (the lexical model needs the last; guided
-        alignment the layer `weights_of`); each layer's masked self-attention weights
-        (B, H, T, T) are appended to `self_weights` when it is given."""
+        alignment the layer `weights_of`, as log-softmax with `log_weights`); each layer's
+        masked self-attention weights (B, H, T, T) are appended to `self_weights` when it is
+        given."""
         x = self._embed(self.tgt_emb, tgt_in)
         src_mask = enc.mask[:, None, None, :]  # (B, 1, 1, S)
         length, relative = tgt_in.size(1), self.decoder_positions
@@ -217,12 +241,19 @@ class Transformer(nn.Module):
         for i, layer in enumerate(self.decoder_layers):
             cross_kv = layer.cross_attn.project_kv(enc.states)
             needed = need_weights or i == weights_of or (i == last and self.lexical is not None)
+            as_log = log_weights and i == weights_of
             x, _, layer_weights, own = layer(x, None, cross_kv, src_mask, needed, bias,
-                                             need_self_weights=self_weights is not None)
+                                             need_self_weights=self_weights is not None,
+                                             log_weights=as_log)
+            if as_log and i == last and self.lexical is not None:
+                assert layer_weights is not None
+                last_weights = layer_weights.exp()  # the lexical model reads the weights
+            else:
+                last_weights = layer_weights
             weights.append(layer_weights)
             if self_weights is not None and own is not None:
                 self_weights.append(own)
-        return self._output(x, weights[-1], enc), weights
+        return self._output(x, last_weights, enc), weights
 
     def _output(self, x: Tensor, last_weights: Tensor | None, enc: EncoderOutput) -> Tensor:
         """The generator's input from the last layer's x (B, T, D) and its cross-attention
@@ -237,7 +268,8 @@ class Transformer(nn.Module):
         self, prev_ids: Tensor, state: TransformerState, enc: EncoderOutput
     ) -> tuple[Tensor, TransformerState, Tensor]:
         """prev_ids (B,) -> logits (B, V), the state with this position cached, and the
-        last layer's cross-attention averaged over heads (B, S)."""
+        attention the model is read by (B, S) (`alignment`; by default the last layer's
+        cross-attention averaged over heads)."""
         position = state.self_keys[0].size(2)
         x = self._embed(self.tgt_emb, prev_ids.unsqueeze(1), start=position)  # (B, 1, D)
         src_mask = enc.mask[:, None, None, :]  # (B, 1, 1, S)
@@ -246,12 +278,16 @@ class Transformer(nn.Module):
             if self.decoder_positions is not None else None
         )
         keys, values = [], []
-        weights = None
+        weights = read = None
         last = len(self.decoder_layers) - 1
+        chosen, head = self.alignment if self.alignment is not None else (last, None)
         for i, layer in enumerate(self.decoder_layers):
             cross_kv = (state.cross_keys[i], state.cross_values[i])
             self_kv = (state.self_keys[i], state.self_values[i])
-            x, (k, v), weights, _ = layer(x, self_kv, cross_kv, src_mask, i == last, bias)
+            x, (k, v), weights, _ = layer(x, self_kv, cross_kv, src_mask, i in (last, chosen),
+                                          bias)
+            if i == chosen:
+                read = weights
             keys.append(k)
             values.append(v)
         logits = self.generator(self._output(x, weights, enc)).squeeze(1)  # (B, V)
@@ -261,8 +297,8 @@ class Transformer(nn.Module):
             cross_keys=state.cross_keys,
             cross_values=state.cross_values,
         )
-        assert weights is not None
-        return logits, new_state, weights.mean(dim=1).squeeze(1)
+        assert read is not None
+        return logits, new_state, (read.mean(dim=1) if head is None else read[:, head]).squeeze(1)
 
     def forward(
         self,
@@ -274,27 +310,40 @@ class Transformer(nn.Module):
         project: bool = True,
         attn_layer: int | None = None,
         attn_head: int | None = None,
+        log_attn: bool = False,
     ) -> tuple[Tensor, Tensor | None]:
         """Teacher forcing: tgt_in (B, T) -> logits (B, T, V) (or (N, V) at output_positions;
-        project=False: the generator's inputs), last layer's cross-attention mean over heads.
+        project=False: the generator's inputs), the attention the model is read by (`alignment`;
+        by default the last layer's cross-attention, mean over heads).
         `attn_layer` (guided alignment): that layer's cross-attention instead, of head
         `attn_head` or the mean over heads when None, computed even when need_attn is False
-        (the other layers keep the fused kernel)."""
+        (the other layers keep the fused kernel); with `log_attn` as its log, from the
+        log-softmax of the scores (the mean over H heads as logsumexp - log H), for guided
+        alignment's KL."""
         enc = self.encode(src_ids, src_mask)
+        if attn_layer is None and need_attn and self.alignment is not None:
+            attn_layer, attn_head = self.alignment
+        if log_attn and attn_layer is None:
+            raise ValueError("log_attn needs attn_layer: the one layer read as its log")
         if attn_layer is not None:
             num_layers = len(self.decoder_layers)
             if not -num_layers <= attn_layer < num_layers:
                 raise ValueError(f"attn_layer={attn_layer} is outside [{-num_layers}, "
                                  f"{num_layers})")
             attn_layer %= num_layers  # -1: the last
-        out, weights = self._decode(tgt_in, enc, need_attn, weights_of=attn_layer)
+        out, weights = self._decode(tgt_in, enc, need_attn, weights_of=attn_layer,
+                                    log_weights=log_attn)
         if output_positions is not None:
             out = out.flatten(0, 1).index_select(0, output_positions)  # (N, D)
         logits = self.generator(out) if project else out
         if attn_layer is not None:
             chosen = weights[attn_layer]
             assert chosen is not None
-            return logits, chosen.mean(dim=1) if attn_head is None else chosen[:, attn_head]
+            if attn_head is not None:
+                return logits, chosen[:, attn_head]
+            if log_attn:  # log of the mean over heads
+                return logits, torch.logsumexp(chosen, dim=1) - math.log(chosen.size(1))
+            return logits, chosen.mean(dim=1)
         last = weights[-1]
         return logits, last.mean(dim=1) if need_attn and last is not None else None
 

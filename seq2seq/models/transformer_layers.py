@@ -16,7 +16,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from seq2seq.models import layers
-from seq2seq.models.attention import masked_softmax
+from seq2seq.models.attention import masked_log_softmax, masked_softmax
 from seq2seq.models.layers import Dropout, ModelConfigError, bf16_on_cpu
 
 
@@ -114,6 +114,7 @@ class MultiHeadAttention(nn.Module):
         need_weights: bool,
         causal: bool = False,
         bias: Tensor | None = None,
+        log_weights: bool = False,
     ) -> tuple[Tensor, Tensor | None]:
         """Queries from x attend over projected keys and values.
 
@@ -125,9 +126,12 @@ class MultiHeadAttention(nn.Module):
             need_weights: compute the weights explicitly and return them.
             causal: position i attends to keys 0..i only (T == N: the whole prefix at once).
             bias: (H, T, N) added to the scores (`RelativePositionBias`), or None.
+            log_weights: with need_weights, return the weights' log, a log-softmax of the
+                scores (guided alignment's KL keeps an exact gradient from it).
 
         Returns:
-            (B, T, D) outputs and (B, H, T, N) weights, or None when not needed.
+            (B, T, D) outputs and (B, H, T, N) weights (their log with `log_weights`), or
+            None when not needed.
         """
         q = self._split(self.w_q(x))  # (B, H, T, K)
         p = self.attn_dropout if self.training else 0.0
@@ -137,7 +141,12 @@ class MultiHeadAttention(nn.Module):
                 scores = scores + bias.to(scores.dtype)
             if causal:
                 mask = torch.ones(x.size(1), keys.size(2), dtype=torch.bool, device=x.device).tril()
-            weights = scores.softmax(dim=-1) if mask is None else masked_softmax(scores, mask)
+            if log_weights:
+                logs = (scores.log_softmax(dim=-1) if mask is None
+                        else masked_log_softmax(scores, mask))
+                weights = logs.exp()
+            else:
+                weights = scores.softmax(dim=-1) if mask is None else masked_softmax(scores, mask)
             out = layers.dropout(weights, p, self.training) @ values  # (B, H, T, K)
         else:
             if bias is not None:  # one float mask: the bias, -inf where attending is not allowed
@@ -153,7 +162,9 @@ class MultiHeadAttention(nn.Module):
             out = out * self.head_gate.to(out)[None, :, None, None]  # (B, H, T, K)
         batch, _, length, _ = out.shape
         out = out.transpose(1, 2).reshape(batch, length, -1)  # (B, T, D)
-        return self.w_o(out), weights if need_weights else None
+        if not need_weights:
+            return self.w_o(out), None
+        return self.w_o(out), logs if log_weights else weights
 
     def forward(
         self, x: Tensor, memory: Tensor, mask: Tensor, need_weights: bool
@@ -239,6 +250,7 @@ class DecoderLayer(nn.Module):
         need_weights: bool,
         self_bias: Tensor | None = None,
         need_self_weights: bool = False,
+        log_weights: bool = False,
     ) -> tuple[Tensor, tuple[Tensor, Tensor], Tensor | None, Tensor | None]:
         """One decoder layer over new positions x.
 
@@ -251,6 +263,7 @@ class DecoderLayer(nn.Module):
             need_weights: return the cross-attention weights.
             self_bias: relative positions' bias (H, T, t + T) of the self-attention, or None.
             need_self_weights: return the self-attention weights too.
+            log_weights: the cross-attention weights as their log-softmax.
 
         Returns:
             (B, T, D) outputs, self-attention keys and values (B, H, t + T, K) including x,
@@ -268,7 +281,8 @@ class DecoderLayer(nn.Module):
         x = x + self.dropout(a) if self.pre_norm else self.norm1(x + self.dropout(a))
 
         h = self.norm2(x) if self.pre_norm else x
-        a, weights = self.cross_attn.attend(h, *cross_kv, src_mask, need_weights)
+        a, weights = self.cross_attn.attend(h, *cross_kv, src_mask, need_weights,
+                                            log_weights=log_weights)
         x = x + self.dropout(a) if self.pre_norm else self.norm2(x + self.dropout(a))
 
         if self.pre_norm:

@@ -100,27 +100,28 @@ def dense_reference(cells: Sequence[Cells], num_rows: int, num_columns: int) -> 
     return flat.view(len(cells), num_rows, num_columns)
 
 
-LOG_EPS = 1e-9  # log(attention + LOG_EPS): every cell keeps a gradient, however small it is
-
-
-def alignment_loss(attn: Tensor, reference: Tensor) -> Tensor:
+def alignment_loss(log_attn: Tensor, reference: Tensor) -> Tensor:
     """The summed KL divergence KL(reference || attention) over the supervised rows.
 
-    The attention's log is taken as `log(attn + LOG_EPS)`, not of a clamped value: a clamp
-    has no gradient below it, so an attention confidently wrong (a reference cell near 0)
-    would never be pulled back.
+    The attention comes as its log, the log-softmax of its scores (the models' `log_attn`; a
+    mean over heads as logsumexp - log H), so a logit's gradient is exactly attention -
+    reference however small the attention is: a confidently wrong cell (weight 1e-20 where the
+    reference puts its mass) is pulled back at full strength, where log(attention + eps) or a
+    clamp would leave it almost no gradient.
 
     Args:
-        attn: (B, T, S) attention rows over the source pieces (each sums to 1).
+        log_attn: (B, T, S) log attention rows over the source pieces.
         reference: (B, T, S) reference rows, each summing to 1 or all zero (unsupervised).
 
     Returns:
-        A scalar: 0 (up to LOG_EPS) when every supervised row of `attn` equals its reference.
+        A scalar: 0 when every supervised row of the attention equals its reference.
     """
-    attn = attn.float()
-    ref = reference.to(attn.device)
-    log_ratio = torch.log(ref.clamp(min=1e-12)) - torch.log(attn + LOG_EPS)
-    return torch.where(ref > 0, ref * log_ratio, torch.zeros_like(ref)).sum()
+    log_attn = log_attn.float()
+    ref = reference.to(log_attn.device)
+    supervised = ref > 0
+    log_attn = torch.where(supervised, log_attn, torch.zeros_like(log_attn))
+    log_ratio = torch.log(ref.clamp(min=1e-12)) - log_attn
+    return torch.where(supervised, ref * log_ratio, torch.zeros_like(ref)).sum()
 
 
 @dataclass

@@ -21,6 +21,7 @@ from tqdm import tqdm
 from seq2seq.checkpoint import Progress, find_resume_checkpoint
 from seq2seq.data.batching import padding_fraction
 from seq2seq.errors import UserError
+from seq2seq.evaluation.metrics import bleu_signature, signature_tokenizer
 from seq2seq.models import is_recurrent
 from seq2seq.models.base import count_parameters
 from seq2seq.runtime import peak_memory_mib, setup_runtime, teardown
@@ -103,18 +104,31 @@ def run(parts: TrainingParts, progress: Progress) -> RunOutcome:
     return RunOutcome(stopped_by, progress.step, elapsed, interrupted=False)
 
 
+def check_scorer(progress: Progress, tokenize: str | None) -> None:
+    """A resumed run's BLEU must score as its best checkpoint's did: the same tokenizer in the
+    signature (versions aside). Called on every process right after the restore, so a mismatch
+    stops each one before its first update, in one line, rather than rank 0 alone later.
+
+    Raises:
+        UserError: the tokenizers differ.
+    """
+    if not progress.best_signature:
+        return
+    now, best = bleu_signature(tokenize), progress.best_signature
+    if signature_tokenizer(now) != signature_tokenizer(best):
+        raise UserError(f"validation BLEU would now be scored as {now}, the best checkpoint's "
+                        f"as {best}: the tokenizers differ, so the two do not compare (Korean "
+                        "falls back from ko-mecab to 13a without mecab-ko); install what scored "
+                        "the best (pip install -e '.[ko]') or start a new run")
+
+
 def validate_and_keep_best(parts: TrainingParts, progress: Progress, elapsed: float) -> bool:
     """Validate on rank 0 and keep the best weights; True when early stopping says stop."""
     if not parts.rt.is_main:
         return False
     row = parts.validator.validate(progress.step, elapsed)
     progress.history.append(row)
-    signature = row["bleu_signature"]
-    if progress.best_signature and signature != progress.best_signature:
-        raise UserError(f"validation BLEU is now scored as {signature}, the best checkpoint's as "
-                        f"{progress.best_signature}: the two do not compare (Korean falls back "
-                        "from ko-mecab to 13a without mecab-ko); install what scored the best "
-                        "(pip install -e '.[ko]') or start a new run")
+    signature = row["bleu_signature"]  # its tokenizer checked at the start (check_scorer)
     improved = row["valid_bleu"] > progress.best_bleu
     if improved:
         progress.best_bleu, progress.evals_since_best = row["valid_bleu"], 0
@@ -168,6 +182,7 @@ def train(cfg: DictConfig) -> dict[str, Any]:
         if rt.is_main:
             print(f"device {rt.device}, precision {rt.precision}, processes {rt.world_size}")
         progress = parts.checkpointer.restore(resume) if resume is not None else Progress()
+        check_scorer(progress, parts.validator.bleu_tokenize)  # every rank, before an update
         outcome = run(parts, progress)
         epoch_length = max(len(parts.batches.epoch_batches(progress.epoch)), 1)
         metrics: dict[str, Any] = {

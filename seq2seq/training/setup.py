@@ -25,8 +25,8 @@ from seq2seq.corpus import PreparedData, SegmentationSampler, prepare_data
 from seq2seq.decoding import decode_settings
 from seq2seq.errors import UserError
 from seq2seq.evaluation.metrics import bleu_tokenize_for
-from seq2seq.evaluation.word_links import aer_label, supervised_attention
-from seq2seq.models import build_model
+from seq2seq.evaluation.word_links import aer_label
+from seq2seq.models import build_model, guided_alignment
 from seq2seq.models.base import count_parameters
 from seq2seq.runtime import Runtime, dropout_seed, seed_everything
 from seq2seq.tokenization import Tokenizer
@@ -103,7 +103,6 @@ def build_validator(
         test_set=f"{cfg.data.test_set}, corpus {data.fingerprint[:16]}", probe=list(cfg.data.probe),
         probe_reference=cfg.data.probe_reference,
         probe_words=[list(pair) for pair in cfg.data.probe_words], links=data.links,
-        supervised=supervised_attention(cfg),
     )
 
 
@@ -188,7 +187,10 @@ def wrap_for_training(model: nn.Module, compile: bool, rt: Runtime) -> nn.Module
 def build_parts(cfg: DictConfig, rt: Runtime, data: PreparedData, run_dir: Path) -> TrainingParts:
     """Build the model and everything that trains it from `cfg` (see the module docstring)."""
     t, tok = cfg.trainer, data.tokenizer
-    model = build_model(cfg.model, tok.src_vocab_size, tok.tgt_vocab_size).to(rt.device)
+    if t.alignment_weight > 0:  # in one line, before the model is built to be read there
+        check_reading(cfg.model, t.alignment_layer, t.alignment_head)
+    model = build_model(cfg.model, tok.src_vocab_size, tok.tgt_vocab_size,
+                        alignment=guided_alignment(cfg)).to(rt.device)
     if rt.is_main:
         print(f"model: {cfg.model.name}, {count_parameters(model) / 1e6:.2f}M parameters")
     ema = EMA(model, t.ema_decay) if t.ema_decay is not None else None

@@ -82,9 +82,11 @@ class Update:
         nll_sum = torch.zeros((), device=rt.device)
         kl_sum = torch.zeros((), device=rt.device)
         guided = self.guidance
-        reading: dict[str, object] = {}  # the Transformer's supervised layer and head
-        if guided is not None and guided.layer is not None:
-            reading = {"attn_layer": guided.layer, "attn_head": guided.head}
+        reading: dict[str, object] = {}  # the attention's log; the Transformer's layer and head
+        if guided is not None:
+            reading = {"log_attn": True}
+            if guided.layer is not None:
+                reading |= {"attn_layer": guided.layer, "attn_head": guided.head}
         for i, batch in enumerate(micro):
             last = i == len(micro) - 1
             sync = contextlib.nullcontext()
@@ -105,9 +107,9 @@ class Update:
                 if guided is not None:
                     assert attn is not None
                     reference = batch.reference  # collated with the batch: no host sync here
-                    if reference is None:  # a batch collated by hand (tests)
-                        reference = guided.reference(batch.indices.cpu(), attn.size(1),
-                                                     attn.size(2))
+                    if reference is None:
+                        raise ValueError("a guided update needs each batch's reference "
+                                         "attention, collated with it (Batches.collate)")
                     kl = alignment_loss(attn, reference.to(attn.device, non_blocking=True))
                     loss = loss + guided.weight * kl
                     kl_sum += kl.detach()

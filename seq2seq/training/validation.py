@@ -26,7 +26,7 @@ from seq2seq.checkpoint import load_checkpoint
 from seq2seq.corpus import EncodedSplit, PreparedData, encode_split
 from seq2seq.data.batching import Batch, collate, token_batches
 from seq2seq.decoding import DecodeSettings
-from seq2seq.evaluation.aer import Supervised, probe_alignment, read_heads
+from seq2seq.evaluation.aer import probe_alignment
 from seq2seq.evaluation.decode_and_score import (
     choose_best,
     decode_and_score,
@@ -86,8 +86,8 @@ class Validator:
         probe_reference: the first probe sentence's reference, for its teacher-forced heatmap.
         probe_words: [target word, source word] pairs whose probe weight is logged.
         links: the reference word links of the validation and test splits; None: no AER.
-        supervised: a guided Transformer's supervised layer and head: what the AER, the
-            probes' heatmaps and their scalars read (None: the last layer's mean).
+    The AER, the probes' heatmaps and their scalars read the attention the model returns: a
+    guided Transformer's is the layer and head it was guided on (its `alignment`).
     """
 
     def __init__(
@@ -108,7 +108,6 @@ class Validator:
         probe_reference: str | None = None,
         probe_words: list[list[str]] | None = None,
         links: dict[str, list[Links]] | None = None,
-        supervised: Supervised | None = None,
     ) -> None:
         self.model, self.data, self.rt, self.writer = model, data, rt, writer
         self.valid_settings, self.test_settings = valid_settings, test_settings
@@ -119,7 +118,6 @@ class Validator:
         self.probe_reference, self.probe_words = probe_reference, list(probe_words or [])
         self.links = links
         self.said_no_self_attention = False
-        self.supervised = supervised
         valid = data.splits["validation"]
         keep = valid.spread(max_sentences)
         self.valid = valid if len(keep) == len(valid) else valid.subset(keep)
@@ -137,7 +135,7 @@ class Validator:
         loss = self.loss()
         result = decode_and_score(
             self.model, self.data.tokenizer, self.valid, self.valid_settings, self.rt.device,
-            bleu_tokenize=self.bleu_tokenize, links=self.valid_links, reading=self.supervised,
+            bleu_tokenize=self.bleu_tokenize, links=self.valid_links,
         )
         row = {
             "step": step,
@@ -192,9 +190,7 @@ class Validator:
                 tgt_labels = tok.tgt_pieces(hyp.tokens) + [eos]
                 batch = collate([src_ids], [hyp.tokens], [0]).to(self.rt.device)
                 heads = self.model.cross_attention(batch.src, batch.src_mask, batch.tgt_in)
-                attention = hyp.attention if heads is None or self.supervised is None else \
-                    read_heads(heads, self.supervised)[0]  # the guided layer and head
-                fig = attention_heatmap(attention.float().cpu(), src_labels, tgt_labels,
+                fig = attention_heatmap(hyp.attention.float().cpu(), src_labels, tgt_labels,
                                         title=f"step {step}: {text}")
                 self.writer.add_figure(f"attention/probe_{i}", fig, step)
                 if heads is not None:  # (L, 1, H, T, S): the Transformer's layers and heads
@@ -238,7 +234,7 @@ class Validator:
             with eval_mode(self.model):
                 found = reference_probe(self.model, self.data.tokenizer, self.probe[0],
                                         self.probe_reference, self.probe_words, self.rt.device,
-                                        step, layer, None if layer is not None else self.supervised)
+                                        step, layer)
             if found is None:  # no attention (the vanilla model)
                 continue
             fig, weights = found
@@ -262,8 +258,7 @@ class Validator:
         result = decode_and_score(model, self.data.tokenizer, self.data.splits["test"],
                                   self.test_settings, self.rt.device,
                                   bleu_tokenize=self.bleu_tokenize,
-                                  links=None if self.links is None else self.links["test"],
-                                  reading=self.supervised)
+                                  links=None if self.links is None else self.links["test"])
         seconds = time.monotonic() - start
         write_hypotheses(hypotheses, result.hypotheses)
         if self.writer is not None:
@@ -281,13 +276,13 @@ class Validator:
 def reference_probe(
     model: nn.Module, tokenizer: Tokenizer, src_text: str, tgt_text: str,
     probe_words: list[list[str]], device: torch.device, step: int,
-    shift_layer: int | None = None, reading: Supervised | None = None,
+    shift_layer: int | None = None,
 ) -> tuple[Figure, dict[tuple[str, str], float]] | None:
     """A probe sentence teacher-forced on its reference at word level (`probe_alignment`),
     as a heatmap whose title names the reading (the step predicting the word, or Shift-Att at
     `shift_layer`) and the weight of each `probe_words` [target, source] pair found; the
     figure and those weights. None without attention of that reading."""
-    found = probe_alignment(model, tokenizer, src_text, tgt_text, device, shift_layer, reading)
+    found = probe_alignment(model, tokenizer, src_text, tgt_text, device, shift_layer)
     if found is None:
         return None
     word_attn, src_words, tgt_words = found  # (Tw, Sw + 1)
@@ -296,7 +291,8 @@ def reference_probe(
                for target, source in probe_words if target in tgt_words and source in src_words}
     what = ("cross-attention, step predicting the word" if shift_layer is None
             else f"Shift-Att, layer {shift_layer}")
-    if reading is not None:
+    reading = getattr(model, "alignment", None)
+    if reading is not None and shift_layer is None:
         what += f", guided layer {reading[0]} " + (
             "mean" if reading[1] is None else f"head {reading[1]}")
     title = f"step {step}, teacher-forced, {what}: " + ", ".join(

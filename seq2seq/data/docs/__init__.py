@@ -66,4 +66,5 @@ def load_docs(
         en = [segment.en for segment in corpus.splits[name]]
         splits[name] = (en, translated) if src_lang == "en" else (translated, en)
     families = {name: [segment.family for segment in corpus.splits[name]] for name in SPLITS}
-    return make_dataset_dict(splits, families)
+    domains = {name: [segment.domain for segment in corpus.splits[name]] for name in SPLITS}
+    return make_dataset_dict(splits, families, domains)

@@ -213,7 +213,7 @@ def _build(
         domain = sources_of_lang[segment.document.partition("/")[0]].domain
         split = "train" if family in aggregators else split_of_document(
             family, test_buckets.get(domain, TEST_BUCKETS))
-        splits[split].append(segment._replace(family=family))
+        splits[split].append(segment._replace(family=family, domain=domain))
     removed = remove_train_twins(splits)
     for name, report in reports.items():
         report["splits"] = {

@@ -23,12 +23,14 @@ class Segment(NamedTuple):
         document: `<source>/<relative path>[/<part>]`.
         family: the documents that go to one split together, named by one of them (set by
             the build, `filters.document_families`); "" until then.
+        domain: its source's domain (`sources.DOMAINS`), stored by the build; "" until then.
     """
 
     translation: str
     en: str
     document: str
     family: str = ""
+    domain: str = ""
 
 
 def normalize_space(text: str) -> str:

@@ -283,13 +283,3 @@ KO_SOURCES.update({
 # the translated language -> its sources (the other side is always English)
 LANGUAGES: dict[str, dict[str, Source]] = {"de": SOURCES, "ko": KO_SOURCES}
 LANGUAGE_NAMES = {"de": "German", "ko": "Korean"}
-
-
-def domain_of(document: str) -> str | None:
-    """The domain of a document (or family) name, `<source>/...`, of a Debian-packaged corpus;
-    None for another corpus's."""
-    source = document.partition("/")[0]
-    for sources in LANGUAGES.values():
-        if source in sources:
-            return sources[source].domain
-    return None
