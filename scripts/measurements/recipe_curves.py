@@ -44,8 +44,7 @@ def batch_tokens(recipe: str, overrides: list[str]) -> int:
 
 
 def train(out: Path, recipe: str, name: str, overrides: list[str], tokens: int,
-          evals: int) -> dict[str, Any]:
-    per_update = batch_tokens(recipe, overrides)
+          evals: int, per_update: int) -> dict[str, Any]:
     steps = tokens // per_update
     every = max(steps // evals, 1)
     run = out / "runs" / name
@@ -107,9 +106,11 @@ def main() -> None:
     candidates = [(c.split("=", 1)[0], shlex.split(c.split("=", 1)[1] if "=" in c else ""))
                   for c in args.candidates]
     args.out.mkdir(parents=True, exist_ok=True)
+    sizes = [batch_tokens(args.recipe, overrides) for _, overrides in candidates]  # Hydra: once
     with ThreadPoolExecutor(args.jobs) as pool:
-        found = list(pool.map(lambda c: train(args.out, args.recipe, c[0], c[1], args.tokens,
-                                              args.evals), candidates))
+        found = list(pool.map(lambda c: train(args.out, args.recipe, c[0][0], c[0][1],
+                                              args.tokens, args.evals, c[1]),
+                              zip(candidates, sizes, strict=True)))
     (args.out / "summary.json").write_text(json.dumps(found, indent=1))
     lines = summary(found, args.recipe, args.tokens)
     (args.out / "summary.md").write_text("\n".join(lines) + "\n")
