@@ -10,9 +10,9 @@
 #      the GPU recipes (experiment=docs_de_en_gpu_*: bf16, large batches, early stopping on
 #      validation), loaded from the carried corpus export; test BLEU beam 5, AER, Shift-Att and
 #      the length study (seq2seq.compare's report);
-#   3b. the seeds' pair at GPU compute: Bahdanau and the Transformer side by side on English→
-#      Korean (experiment=debian_en_ko_gpu_*) from its carried export, with what the deadline
-#      leaves after the documentation comparison;
+#   3b. (STAGES=compare_ko, a second device call: one call's deadline holds the documentation
+#      comparison only) the seeds' pair at GPU compute: Bahdanau and the Transformer side by side
+#      on English→Korean (experiment=debian_en_ko_gpu_*) from its carried export;
 #   4. the figures in one JSON, the reports, their curves and one archive of every log.
 #
 # Usage: scripts/gpu_check.sh [OUT_DIR]   (OUT_DIR: $OUT, else results/gpu_check)
@@ -34,8 +34,8 @@
 #   under 30 s of training left)
 #   KO_SECONDS=150 (the en→ko comparison's training per variant, at most)  KO_DECODE_RESERVE=120
 #   KO_VARIANTS="bahdanau transformer"
-#   STAGES="tests benchmark compare compare_ko" (a rerun after a call that stopped early names
-#   the rest)
+#   STAGES="tests benchmark compare" (a rerun after a call that stopped early names the rest;
+#   STAGES=compare_ko, the en→ko comparison, is a call of its own)
 # Each stage has its own time limit, so one that hangs cannot take the others' time; the exit
 # status is 1 when any stage failed, and the figures of the others are still collected.
 set -uo pipefail
@@ -60,7 +60,7 @@ BENCH_REPEATS="${BENCH_REPEATS:-2}"
 read -r -a variants <<< "${VARIANTS:-vanilla bahdanau luong transformer}"
 read -r -a extra <<< "${EXTRA:-}"
 read -r -a bench_args <<< "${BENCH_ARGS:-}"
-STAGES=" ${STAGES:-tests benchmark compare compare_ko} "
+STAGES=" ${STAGES:-tests benchmark compare} "
 PY=.venv/bin/python
 logs="$dir/logs"
 failed=()

@@ -4,8 +4,10 @@ checkpoint side by side, every head.
 
 Open http://127.0.0.1:8000 (on a cluster node, through `ssh -L 8000:127.0.0.1:8000 node`).
 The server binds 127.0.0.1 unless `host=` says otherwise, loads only the checkpoints given
-here (weights only), and fetches nothing from another host: the page's script, styles and
-font are the package's and the machine's (seq2seq/explorer/).
+here (weights only), and the page fetches nothing from another host: its script, styles and
+font are the package's and the machine's (seq2seq/explorer/). Picking a sentence of the corpus
+reads the checkpoint's corpus as training did: from its cache or export, or, the first time on a
+machine without either, by building it (as `python -m seq2seq.prepare` would).
 
 The JSON API the page uses (a notebook can call it; the schema is at /api/openapi.json):
 - `GET /api/models`: the checkpoints, one entry each: `id`, `label`, `model` (vanilla,
@@ -94,7 +96,12 @@ def serve(ckpt: str | list[str], host: str = "127.0.0.1", port: int = 8000,
     print(f"the explorer is at http://{host}:{port}/ (Ctrl-C stops it)", flush=True)
     config = uvicorn.Config(create_app(explorer), host=host, port=port, log_level="warning")
     server = uvicorn.Server(config)
-    server.run()
+    try:
+        server.run()
+    except SystemExit:  # uvicorn exits when it cannot bind
+        if not server.started:
+            raise UserError(f"cannot serve on {host}:{port} (in use? try port=...)") from None
+        raise
     if not server.started:
         raise UserError(f"cannot serve on {host}:{port} (in use? try port=...)")
 

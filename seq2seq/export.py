@@ -83,8 +83,8 @@ def _inputs(spec: Any, emb: nn.Embedding, positions: np.ndarray) -> None:
 
 def alignment_reading(supervised: tuple[int, int | None] | None, num_heads: int
                       ) -> tuple[int, int]:
-    """CTranslate2's (alignment_layer, alignment_heads) for the attention the project reads:
-    the model is read by (its `alignment`: the one guided alignment trained), else the last layer's
+    """CTranslate2's (alignment_layer, alignment_heads) for the attention the model is read by:
+    its `alignment` (the one guided alignment trained), else the last layer's
     mean. CTranslate2 averages the first `alignment_heads` heads, so a single head other than
     head 0 cannot be carried: refused in one line."""
     if supervised is None:

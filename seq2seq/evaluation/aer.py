@@ -360,7 +360,8 @@ def probe_alignment(
     attention, the source words (and EOS) and the target words; None without attention.
 
     `shift_layer`: None reads the attention as the metric's "aer" does (the step predicting
-    each word; the Transformer's last layer, mean over heads); a layer reads that layer's
+    each word: the attention the model returns, a Transformer's last layer's mean unless it
+    is read by the layer and head it was guided on); a layer reads that layer's
     Shift-Att (mean over heads), None for a model without per-layer attention. The caller runs
     the model in eval mode."""
     src_ids, tgt_ids = tokenizer.encode_src([src_text])[0], tokenizer.encode_tgt([tgt_text])[0]

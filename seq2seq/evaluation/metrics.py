@@ -104,7 +104,7 @@ def signature_tokenizer(signature: str) -> str:
     for field in signature.split("|"):
         if field.startswith("tok:"):
             name = field.removeprefix("tok:")
-            return re.sub(r"-\d[\w.]*(/.*)?$", "", name)
+            return re.sub(r"-\d.*$", "", name)
     return ""
 
 

@@ -68,6 +68,7 @@ class Column:
 
     def __init__(self, index: int, loaded: Loaded) -> None:
         self.index, self.loaded = index, loaded
+        self.lock = threading.Lock()
         cfg = loaded.config
         self.model_name = str(cfg.model.name)
         path = loaded.checkpoint
@@ -122,7 +123,8 @@ class Column:
                          for p, r in zip(probes, references, strict=False)]
             else:
                 try:
-                    rows = load_source(data)[split]
+                    with self.lock:  # a first build is long and must not run twice
+                        rows = load_source(data)[split]
                 except Exception as err:  # a corpus that cannot be built here: say why
                     raise RequestError(f"the {data.name} corpus is not at hand "
                                        f"({str(err).splitlines()[0]})") from None

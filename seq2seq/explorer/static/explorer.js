@@ -88,7 +88,7 @@
       header.addEventListener("mouseenter", show);
       table.append(el("tr", {}, header, row.map((w, s) => {
         const cell = el("td", { title: `${chosen.rows[t]} → ${chosen.cols[s]}: ${fmt(w)}`,
-          style: `background:${shade(w)};color:${w > 0.5 ? "#fff" : "#222"}` }, w >= 0.1 ? w.toFixed(1).slice(1) : "");
+          style: `background:${shade(w)};color:${w > 0.5 ? "#fff" : "#222"}` }, w >= 0.95 ? "1" : w >= 0.1 ? w.toFixed(1).slice(1) : "");
         cell.addEventListener("mouseenter", show);
         return cell;
       })));
@@ -129,7 +129,8 @@
       el("label", {}, "attention ", select([["cross", "cross"], ["encoder", "encoder self"], ["decoder", "decoder self"]], view.kind,
         (value) => { view.kind = value; view.layer = "reading"; render(); })),
       el("label", {}, select(layers, view.layer, update("layer"))),
-      el("label", {}, select(heads, view.head, update("head"))),
+      view.kind === "cross" && view.layer === "reading" ? null
+        : el("label", {}, select(heads, view.head, update("head"))),
       el("label", {}, el("input", { type: "checkbox", class: "grid-toggle", checked: view.grid,
         on: { change: (e) => { view.grid = e.target.checked; render(); } } }), " all layers × heads"));
   }
@@ -155,7 +156,8 @@
           Array.from({ length: model.heads }, (_, head) => el("td", {}, el("label", {},
             el("input", { type: "checkbox", "data-kind": kind, "data-layer": layer, "data-head": head, checked: on(kind, layer, head),
               on: { change: (e) => {
-                const rest = mask.filter((h) => !(h.kind === kind && h.layer === layer && h.head === head));
+                const now = state.masks[model.id] || [];  // as ticked so far, not as drawn
+                const rest = now.filter((h) => !(h.kind === kind && h.layer === layer && h.head === head));
                 state.masks[model.id] = e.target.checked ? [...rest, { kind, layer, head }] : rest;
                 translateOne(model.id);
               } } }), `${head}`)))));
@@ -207,11 +209,17 @@
       target: value("#target") || null, reference: value("#reference") || null, mask: state.masks[id] || [] };
   }
 
+  const latest = {};  // model -> the number of its latest request: older answers are dropped
   async function translateOne(id) {
+    const number = (latest[id] || 0) + 1;
+    latest[id] = number;
     try {
-      state.results[id] = await api("/api/translate", request(id));
+      const answer = await api("/api/translate", request(id));
+      if (latest[id] !== number) return;
+      state.results[id] = answer;
       say("");
     } catch (err) {
+      if (latest[id] !== number) return;
       say(err.message);
     }
     render();
