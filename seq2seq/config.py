@@ -160,6 +160,7 @@ class TrainerConfig:
     alignment_head: int | None = None
     alignment_links: str = "possible"
     alignment_null: str = "skip"
+    alignment_level: str = "piece"
     final_test: bool = MISSING
     progress: bool = MISSING
 

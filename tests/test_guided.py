@@ -22,7 +22,12 @@ from seq2seq.evaluation.word_links import choose_reading
 from seq2seq.export import alignment_reading
 from seq2seq.models import build_model, guided_alignment
 from seq2seq.runtime import setup_runtime
-from seq2seq.training.guided import alignment_loss, dense_reference, reference_cells
+from seq2seq.training.guided import (
+    alignment_loss,
+    dense_groups,
+    dense_reference,
+    reference_cells,
+)
 from seq2seq.training.loop import train
 from seq2seq.training.setup import TrainingParts, build_parts
 from tests.tiny import needs_eflomal, tiny_config, tiny_overrides
@@ -82,6 +87,69 @@ def test_the_loss_is_zero_at_the_reference_and_grows_away_from_it() -> None:
     moved = at_reference.clone()
     moved[0, 4] = torch.softmax(torch.randn(6), dim=-1)
     assert alignment_loss(moved.log(), reference).item() == pytest.approx(0.0, abs=1e-6)
+
+
+def test_grow_diag_final_keeps_the_union_links_next_to_the_intersection() -> None:
+    """(4, 0), Laden-Jane, is in the union only and touches no growing link where a word is
+    still unaligned: grow-diag-final leaves it out, so Jane's row is Jane alone, where the
+    union splits it between Jane and Laden's pieces."""
+    src, tgt = "Jane ging in den Laden.", "Jane went to the store."
+    src_spans = spans_of(src, ["Jane", "ging", "in", "den", "La", "den", "."])
+    tgt_spans = spans_of(tgt, ["Jane", "went", "to", "the", "st", "ore", "."])
+    links = Links(sure=frozenset({(0, 0), (4, 4)}),
+                  possible=frozenset({(0, 0), (1, 1), (2, 2), (3, 3), (4, 4), (4, 0)}))
+    union = dense_reference([reference_cells(src, tgt, src_spans, tgt_spans, links)], 8, 8)[0]
+    gdf = dense_reference([reference_cells(src, tgt, src_spans, tgt_spans, links,
+                                           which="grow-diag-final")], 8, 8)[0]
+    torch.testing.assert_close(union[0, [0, 4, 5]], torch.tensor([0.5, 0.25, 0.25]))
+    assert gdf[0, 0] == 1.0 and gdf[0, 1:].sum() == 0
+    for row in (1, 2, 3):  # grown from (0, 0) and (4, 4) along the diagonal
+        assert gdf[row, row] == 1.0
+    torch.testing.assert_close(gdf[4, [4, 5]], torch.tensor([0.5, 0.5]))
+
+
+def test_the_word_level_kl_leaves_the_spread_over_a_words_pieces_free() -> None:
+    """Per word: the attention on Laden's two pieces may be 0.9 / 0.1 (the piece level pulls
+    it to 0.5 / 0.5); only the word's sum is pulled to the reference. Groups of a batch: the
+    two pieces of Laden one group, the EOS one, each padding column one of its own."""
+    src, tgt = "Jane ging in den Laden.", "Jane went to the store."
+    src_spans = spans_of(src, ["Jane", "ging", "in", "den", "La", "den", "."])
+    tgt_spans = spans_of(tgt, ["Jane", "went", "to", "the", "st", "ore", "."])
+    links = Links(sure=frozenset(), possible=frozenset({(0, 0), (4, 4)}))
+    cells = reference_cells(src, tgt, src_spans, tgt_spans, links)
+    assert cells.groups.tolist() == [0, 1, 2, 3, 4, 4, 5, 6]
+    groups = dense_groups([cells], 10)  # two padding columns
+    assert groups.tolist() == [[0, 1, 2, 3, 4, 4, 5, 6, 18, 19]]
+    reference = dense_reference([cells], 8, 10)
+    attn = torch.full((1, 8, 10), 1e-9)
+    attn[0, 0, 0] = 1.0
+    attn[0, 4, 4], attn[0, 4, 5] = 0.9, 0.1  # "st" on Laden, unevenly
+    attn[0, 5, 4], attn[0, 5, 5] = 0.2, 0.8
+    attn[:, :, 8:] = 0.0  # padding: the masked softmax gives it nothing
+    attn = attn / attn.sum(-1, keepdim=True)
+    log_attn = attn.log()
+    assert alignment_loss(log_attn, reference, groups).item() == pytest.approx(0.0, abs=1e-6)
+    assert alignment_loss(log_attn, reference).item() > 0.1
+    # half of Laden's mass moved to "ging": the word level sees it
+    moved = attn.clone()
+    moved[0, 4, 1], moved[0, 4, 4] = 0.45, 0.45
+    assert alignment_loss(moved.log(), reference, groups).item() > 0.3
+
+
+def test_the_word_level_kl_pulls_a_confidently_wrong_word_back() -> None:
+    """A word of two pieces at e^-50 and e^-48 carries the reference: each piece's logit gets
+    a_p - a_p / A_word (its share of the word's attention, -0.12 and -0.88, within 1e-3),
+    whose sum over the word is A_word - 1, the KL's true gradient for the word."""
+    scores = torch.tensor([[[0.0, -50.0, -48.0, 0.0, -torch.inf]]], requires_grad=True)
+    reference = torch.tensor([[[0.0, 0.5, 0.5, 0.0, 0.0]]])
+    groups = torch.tensor([[0, 1, 1, 2, 9]])  # column 4: padding
+    alignment_loss(torch.log_softmax(scores, dim=-1), reference, groups).backward()
+    attn = torch.softmax(scores.detach(), dim=-1)
+    share = torch.softmax(torch.tensor([-50.0, -48.0]), dim=0)
+    expected = attn.clone()
+    expected[0, 0, 1:3] -= share
+    assert scores.grad is not None and torch.isfinite(scores.grad).all()
+    torch.testing.assert_close(scores.grad, expected, atol=1e-3, rtol=0)
 
 
 def guided_parts(tmp_path: Path, model: str, device: str, *overrides: str) -> TrainingParts:
@@ -167,6 +235,9 @@ def test_guidance_is_refused_where_it_cannot_apply(tmp_path: Path) -> None:
     with pytest.raises(UserError, match="alignment_links=both"):
         guided_parts(tmp_path / "l", "bahdanau", "cpu", "trainer.alignment_weight=1.0",
                      "trainer.alignment_links=both")
+    with pytest.raises(UserError, match="alignment_level=words must be one of piece, word"):
+        guided_parts(tmp_path / "w", "bahdanau", "cpu", "trainer.alignment_weight=1.0",
+                     "trainer.alignment_level=words")
 
 
 def test_align_reads_the_attention_guided_alignment_trained(tmp_path: Path) -> None:
@@ -253,12 +324,15 @@ def test_the_models_log_attention_is_the_log_of_their_attention(tmp_path: Path,
 
 
 @needs_eflomal
-def test_the_update_loss_is_nll_plus_weight_times_kl(tmp_path: Path) -> None:
+@pytest.mark.parametrize("level", ["piece", "word"])
+def test_the_update_loss_is_nll_plus_weight_times_kl(tmp_path: Path, level: str) -> None:
     """On a hand-built batch: the update's logged KL is the formula's, and one update's
-    gradient is that of (sum nll + W * sum KL) / target tokens."""
+    gradient is that of (sum nll + W * sum KL) / target tokens; per word, with the batch's
+    groups collated beside its reference."""
     weight = 0.5
     parts = guided_parts(tmp_path, "bahdanau", "cpu", f"trainer.alignment_weight={weight}",
-                         "trainer.label_smoothing=0.0", "trainer.clip_norm=0.0")
+                         "trainer.label_smoothing=0.0", "trainer.clip_norm=0.0",
+                         f"trainer.alignment_level={level}")
     guidance, batches = parts.update.guidance, parts.batches
     assert guidance is not None
     batch = batches.to_device(batches.collate(batches.train_split, [0, 1, 2]))
@@ -268,7 +342,16 @@ def test_the_update_loss_is_nll_plus_weight_times_kl(tmp_path: Path) -> None:
     logits, attn = model(batch.src, batch.src_mask, batch.tgt_in, need_attn=True, log_attn=True)
     nll = torch.nn.functional.cross_entropy(logits.flatten(0, 1), batch.tgt_out.flatten(),
                                             ignore_index=0, reduction="sum")
-    kl = alignment_loss(attn, guidance.reference(batch.indices, attn.size(1), attn.size(2)))
+    groups = guidance.groups(batch.indices, attn.size(2))
+    assert (groups is None) == (level == "piece")
+    assert (batch.groups is None) == (level == "piece")
+    if groups is not None:
+        assert torch.equal(batch.groups, groups)
+    kl = alignment_loss(attn, guidance.reference(batch.indices, attn.size(1), attn.size(2)),
+                        groups)
+    if groups is not None:  # the word level is another loss on the same attention
+        assert kl.item() < alignment_loss(attn, guidance.reference(
+            batch.indices, attn.size(1), attn.size(2))).item()
     tokens = (batch.tgt_out != 0).sum()
     params = list(model.parameters())
     expected = torch.autograd.grad((nll + weight * kl) / tokens, params, allow_unused=True)

@@ -31,6 +31,7 @@ class Batch:
             tgt_out, counted on the host so that a GPU step never waits to learn N.
         reference: (B, T, S) float, guided alignment's reference rows, built where the batch
             is collated (a loader worker) so the step never waits for the host; None unguided.
+        groups: (B, S) long, the word group of each source column where guided per word.
     """
 
     src: Tensor
@@ -40,6 +41,7 @@ class Batch:
     indices: Tensor
     tgt_positions: Tensor
     reference: Tensor | None = None
+    groups: Tensor | None = None
 
     def to(self, device: torch.device | str, non_blocking: bool = False) -> Batch:
         """The batch on `device`."""

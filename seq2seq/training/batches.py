@@ -35,6 +35,8 @@ class TrainBatches:
             ways); None: every epoch trains on the prepared segmentation.
         reference: guided alignment's (rows, T, S) -> (B, T, S) references, built into each
             batch as it is collated (`Guidance.reference`); None: unguided.
+        groups: (rows, S) -> (B, S) source word groups, collated the same way
+            (`Guidance.groups`; None from it at the piece level).
     """
 
     def __init__(
@@ -51,13 +53,14 @@ class TrainBatches:
         world_size: int = 1,
         sampler: Callable[[], SegmentationSampler] | None = None,
         reference: Callable[[Tensor, int, int], Tensor] | None = None,
+        groups: Callable[[Tensor, int], Tensor | None] | None = None,
     ) -> None:
         self.train_split, self.device = split, device
         self.batch_tokens, self.accum_steps = batch_tokens, accum_steps
         self.pad_to_multiple, self.num_workers = pad_to_multiple, num_workers
         self.seed, self.rank, self.world_size = seed, rank, world_size
         self._make_sampler = sampler
-        self._reference = reference
+        self._reference, self._groups = reference, groups
         self._sampler: SegmentationSampler | None = None
         self._sampled: tuple[int, EncodedSplit] | None = None  # (epoch, its segmentation)
 
@@ -98,6 +101,8 @@ class TrainBatches:
         if self._reference is not None:
             batch.reference = self._reference(batch.indices, batch.tgt_in.size(1),
                                               batch.src.size(1))
+        if self._groups is not None:
+            batch.groups = self._groups(batch.indices, batch.src.size(1))
         return batch
 
     def to_device(self, batch: Batch) -> Batch:

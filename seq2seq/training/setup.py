@@ -33,7 +33,7 @@ from seq2seq.tokenization import Tokenizer
 from seq2seq.training.batches import TrainBatches
 from seq2seq.training.bf16 import BF16Compute, computes_in_bf16
 from seq2seq.training.ema import EMA
-from seq2seq.training.guided import LINKS, NULLS, Guidance, reference_cells
+from seq2seq.training.guided import LEVELS, LINKS, NULLS, Guidance, reference_cells
 from seq2seq.training.optim import Plateau, build_optimizer, learning_rate
 from seq2seq.training.stopping import Budget
 from seq2seq.training.train_log import TrainLog
@@ -115,10 +115,10 @@ def build_guidance(cfg: DictConfig, data: PreparedData, verbose: bool = True) ->
     if t.subword_alpha is not None:
         raise UserError("trainer.alignment_weight > 0 needs the fixed segmentation: set "
                         "trainer.subword_alpha=null")
-    if t.alignment_links not in LINKS or t.alignment_null not in NULLS:
-        raise UserError(f"trainer.alignment_links={t.alignment_links} must be one of "
-                        f"{', '.join(LINKS)}; trainer.alignment_null={t.alignment_null} one of "
-                        f"{', '.join(NULLS)}")
+    for field, allowed in (("links", LINKS), ("null", NULLS), ("level", LEVELS)):
+        if t[f"alignment_{field}"] not in allowed:
+            raise UserError(f"trainer.alignment_{field}={t[f'alignment_{field}']} must be one "
+                            f"of {', '.join(allowed)}")
     check_reading(cfg.model, t.alignment_layer, t.alignment_head)
     if data.train_links is None:
         raise UserError("trainer.alignment_weight > 0 needs the training pairs' eflomal links "
@@ -138,11 +138,12 @@ def build_guidance(cfg: DictConfig, data: PreparedData, verbose: bool = True) ->
             f"decoder layer {t.alignment_layer}'s cross-attention, "
             + ("mean over heads" if t.alignment_head is None else f"head {t.alignment_head}"))
         print(f"guided alignment: weight {t.alignment_weight} on {which}, toward the "
-              f"{t.alignment_links} eflomal links; {rows:,} of {pieces:,} training target "
+              f"{t.alignment_links} eflomal links per {t.alignment_level}; {rows:,} of "
+              f"{pieces:,} training target "
               f"pieces supervised ({rows / max(pieces, 1):.0%}; unlinked: "
               f"{t.alignment_null})")
     return Guidance(t.alignment_weight, t.alignment_layer if transformer else None,
-                    t.alignment_head if transformer else None, cells)
+                    t.alignment_head if transformer else None, cells, t.alignment_level)
 
 
 def check_reading(model: DictConfig, layer: int, head: int | None) -> None:
@@ -225,6 +226,7 @@ def build_parts(cfg: DictConfig, rt: Runtime, data: PreparedData, run_dir: Path)
         pad_to_multiple=t.pad_to_multiple, num_workers=t.num_workers, seed=t.seed,
         rank=rt.rank, world_size=rt.world_size, sampler=sampler,
         reference=None if guidance is None else guidance.reference,
+        groups=None if guidance is None else guidance.groups,
     )
     writer = SummaryWriter(str(run_dir / "tensorboard")) if rt.is_main else None
     evaluated = ema.model if ema is not None else model

@@ -110,7 +110,8 @@ class Update:
                     if reference is None:
                         raise ValueError("a guided update needs each batch's reference "
                                          "attention, collated with it (Batches.collate)")
-                    kl = alignment_loss(attn, reference.to(attn.device, non_blocking=True))
+                    kl = alignment_loss(attn, reference.to(attn.device, non_blocking=True),
+                                        batch.groups)
                     loss = loss + guided.weight * kl
                     kl_sum += kl.detach()
                 loss = loss * scale
