@@ -4,15 +4,19 @@ token counts; then the validation loss and BLEU of every candidate at each count
 a plot. Decisions are read on validation; nothing is tested.
 
     python scripts/measurements/recipe_curves.py OUT_DIR RECIPE TOKENS EVALS \
-        NAME=OVERRIDES... [--jobs 2]
+        [NAME=OVERRIDES...] [--jobs 2] [--reuse SUMMARY.json:NAME...]
     e.g. python scripts/measurements/recipe_curves.py results/debian_en_ko_recipe \
         debian_en_ko_transformer 1638400 4 today= b4096="trainer.batch_tokens=4096 \
         trainer.warmup_steps=100"
 
 RECIPE: an experiment (`experiment=RECIPE`); TOKENS: each candidate's training tokens; EVALS:
 validations along the way (the same token counts for every candidate). NAME=OVERRIDES: a
-candidate, its overrides space-separated (none: the recipe as it is). Writes OUT_DIR/summary.md,
-summary.json and curves.png; the runs go to OUT_DIR/runs (not committed).
+candidate, its overrides space-separated (none: the recipe as it is). `--reuse` takes a candidate
+measured in an earlier round (its summary.json) into this round's table, where it was trained at
+the same code, tokens and validations (the budget is tokens, so its figures do not depend on
+what ran beside it); with no NAME=OVERRIDES it only rewrites the table of OUT_DIR/summary.json
+with the reused rows. Writes OUT_DIR/summary.md, summary.json and curves.png; the runs go to
+OUT_DIR/runs (not committed).
 """
 
 from __future__ import annotations
@@ -64,6 +68,20 @@ def train(out: Path, recipe: str, name: str, overrides: list[str], tokens: int,
                 for row in metrics["history"]]}
 
 
+def reused(spec: str, tokens: int, evals: int) -> dict[str, Any]:
+    """The candidate NAME of an earlier round's summary (`PATH:NAME`), checked to have been
+    measured at this round's tokens and validations."""
+    path, _, name = spec.rpartition(":")
+    runs = {run["name"]: run for run in json.loads(Path(path).read_text())}
+    if name not in runs:
+        sys.exit(f"--reuse {spec}: {path} has no candidate {name} (it has {', '.join(runs)})")
+    run = runs[name]
+    if run["tokens_per_update"] * run["updates"] != tokens or len(run["history"]) != evals:
+        sys.exit(f"--reuse {spec}: measured at {run['tokens_per_update'] * run['updates']:,} "
+                 f"tokens and {len(run['history'])} validations, not {tokens:,} and {evals}")
+    return {**run, "from": path}
+
+
 def summary(found: list[dict[str, Any]], recipe: str, tokens: int) -> list[str]:
     lines = [f"# {recipe}: candidates at equal training tokens ({tokens:,} each)", "",
              "Validation loss (nats a target piece) / greedy BLEU at each count of training "
@@ -73,7 +91,8 @@ def summary(found: list[dict[str, Any]], recipe: str, tokens: int) -> list[str]:
              "|" + "---|" * (3 + len(found[0]["history"]))]
     for run in found:
         cells = [f"{row['valid_loss']:.3f} / {row['valid_bleu']:.2f}" for row in run["history"]]
-        lines.append(f"| {run['name']} | `{' '.join(run['overrides']) or '(the recipe)'}` | "
+        name = run["name"] + (f" (from {run['from']})" if "from" in run else "")
+        lines.append(f"| {name} | `{' '.join(run['overrides']) or '(the recipe)'}` | "
                      f"{run['tokens_per_update']:,} | " + " | ".join(cells) + " |")
     return lines
 
@@ -100,17 +119,24 @@ def main() -> None:
     parser.add_argument("recipe")
     parser.add_argument("tokens", type=int)
     parser.add_argument("evals", type=int)
-    parser.add_argument("candidates", nargs="+", help="NAME=OVERRIDES")
+    parser.add_argument("candidates", nargs="*", help="NAME=OVERRIDES")
     parser.add_argument("--jobs", type=int, default=2)
+    parser.add_argument("--reuse", nargs="*", default=[], metavar="SUMMARY.json:NAME")
     args = parser.parse_args()
+    earlier = [reused(spec, args.tokens, args.evals) for spec in args.reuse]
     candidates = [(c.split("=", 1)[0], shlex.split(c.split("=", 1)[1] if "=" in c else ""))
                   for c in args.candidates]
     args.out.mkdir(parents=True, exist_ok=True)
-    sizes = [batch_tokens(args.recipe, overrides) for _, overrides in candidates]  # Hydra: once
-    with ThreadPoolExecutor(args.jobs) as pool:
-        found = list(pool.map(lambda c: train(args.out, args.recipe, c[0][0], c[0][1],
-                                              args.tokens, args.evals, c[1]),
-                              zip(candidates, sizes, strict=True)))
+    if candidates:
+        sizes = [batch_tokens(args.recipe, overrides) for _, overrides in candidates]  # Hydra
+        with ThreadPoolExecutor(args.jobs) as pool:
+            found = list(pool.map(lambda c: train(args.out, args.recipe, c[0][0], c[0][1],
+                                                  args.tokens, args.evals, c[1]),
+                                  zip(candidates, sizes, strict=True)))
+    else:  # the table again, from this round's summary
+        found = [run for run in json.loads((args.out / "summary.json").read_text())
+                 if "from" not in run]
+    found = earlier + found
     (args.out / "summary.json").write_text(json.dumps(found, indent=1))
     lines = summary(found, args.recipe, args.tokens)
     (args.out / "summary.md").write_text("\n".join(lines) + "\n")
