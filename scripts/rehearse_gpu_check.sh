@@ -4,7 +4,8 @@
 # a stand-in interpreter with a torch of its own (this Python's CPU build in a separate venv,
 # with the packages the H200 has), no route to any registry (a network namespace of its own:
 # unshare -rn), and cpu for cuda with tiny budgets: install, test collection, the CPU twins of
-# the GPU tests, the benchmark and a tiny comparison, through scripts/gpu_check.sh itself.
+# the GPU tests, the benchmark and a tiny comparison, through scripts/gpu_check.sh itself; then
+# the second device call (STAGES=compare_ko), the seeds' pair from its export.
 #
 # Usage: scripts/rehearse_gpu_check.sh [WORK_DIR]   (make rehearse-gpu-check; default
 # /tmp/seq2seq-rehearsal, emptied first). Needs the registry for its first step only (the
@@ -22,9 +23,16 @@ if [[ ! -f "wheelhouse/$tag-h200/requirements.txt" ]]; then
     make wheelhouse PYTHON="$python" EXTRAS= EXCLUDE=scripts/preinstalled/h200.txt \
         FALLBACKS=scripts/preinstalled/h200-fallbacks.txt
 fi
+# each corpus with the vocabularies its GPU recipes train on (an export carries the tokenizers
+# cached for it; one missing would be trained on the device, inside the deadline)
+declare -A sizes=([ding_de_en]="" [docs_de_en]="8000 16000" [debian_en_ko]="8000")
 for corpus in ding_de_en docs_de_en debian_en_ko; do
-    [[ -f "data/export/$corpus/manifest.json" ]] || .venv/bin/python -m seq2seq.prepare \
-        "data=$corpus" leakage=false "export=data/export/$corpus"
+    [[ -f "data/export/$corpus/manifest.json" ]] && continue
+    for size in ${sizes[$corpus]}; do
+        .venv/bin/python -m seq2seq.prepare "data=$corpus" tokenizer=unigram \
+            "tokenizer.vocab_size=$size" leakage=false
+    done
+    .venv/bin/python -m seq2seq.prepare "data=$corpus" leakage=false "export=data/export/$corpus"
 done
 du -sh "wheelhouse/$tag-h200" data/export
 
@@ -71,5 +79,14 @@ unshare -rn env -i PATH="/usr/bin:/bin" HOME="$work" bash -c '
         EXTRA="trainer.threads=1 trainer.precision=auto trainer.eval_every=5 \
                trainer.eval_max_sentences=20 decoding.max_len_a=0.5 decoding.max_len_b=5" \
         scripts/gpu_check.sh "$1/out"
+    echo "the second device call: STAGES=compare_ko, English-Korean at GPU compute"
+    PYTHON="$0" WHEELS="wheelhouse/$2-h200" DEVICE=cpu STAGES=compare_ko DEADLINE=3600 \
+        KO_SECONDS=45 KO_DECODE_RESERVE=600 \
+        EXTRA="trainer.threads=1 trainer.precision=auto trainer.eval_every=5 \
+               trainer.eval_max_sentences=20 decoding.max_len_a=0.5 decoding.max_len_b=5" \
+        scripts/gpu_check.sh "$1/out_ko"
+    "$0" -c "import json, sys; c = json.load(open(sys.argv[1]))[\"compare_debian_en_ko\"]; \
+sys.exit(0 if c and set(c[\"variants\"]) == {\"bahdanau\", \"transformer\"} else \
+\"the en-ko stage wrote no comparison of bahdanau and transformer\")" "$1/out_ko/gpu_check.json"
 ' "$work/standin/bin/python" "$work" "$tag"
-say "rehearsal passed: $work/out"
+say "rehearsal passed: $work/out and $work/out_ko (the en-ko call)"

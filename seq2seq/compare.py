@@ -79,7 +79,7 @@ def train_in_a_process(variant: str, overrides: list[str], run_dir: Path,
     console to run_dir/console.log and, with `echo`, to this one; returns its metrics.json."""
     run_dir.mkdir(parents=True, exist_ok=True)
     command = [sys.executable, "-u", "-m", "seq2seq.train", *overrides, f"hydra.run.dir={run_dir}"]
-    with (open(run_dir / "console.log", "w", encoding="utf-8") as log,
+    with (open(run_dir / "console.log", "w", encoding="utf-8", buffering=1) as log,
           subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                            encoding="utf-8", errors="replace") as done):
         for line in done.stdout or []:
@@ -119,26 +119,19 @@ def study_variant(variant: str, run_dir: Path, metrics: dict[str, Any]) -> dict[
     buckets = bleu_by_length(test.src_text, beam_hyps, test.tgt_text,
                              edges=tuple(cfg.data.length_buckets), tokenize=tokenize)
     by_domain = domain_scores(test.domains, beam_hyps, test.tgt_text, tokenize)
-    probe = list(cfg.data.probe)[:1]
-    probe_row: dict[str, Any] = {}
-    if probe:
-        split = encode_split(loaded.tokenizer, probe, [""], 10_000, 10_000)
-        hyp = decode_ids(loaded.model, split.src_ids, DecodeSettings(beam_size=1), cpu)[0][0]
-        eos = loaded.tokenizer.tgt_pieces([EOS_ID])[0]
-        probe_row = {
-            "source": probe[0],
-            "translation": loaded.tokenizer.decode_tgt(hyp.tokens),
-            "attention": hyp.attention,
-            "src_pieces": loaded.tokenizer.src_pieces(split.src_ids[0]) + [eos],
-            "tgt_pieces": loaded.tokenizer.tgt_pieces(hyp.tokens) + [eos],
-        }
-        forced = None if cfg.data.probe_reference is None else probe_alignment(
-            loaded.model, loaded.tokenizer, probe[0], cfg.data.probe_reference, cpu)
-        if forced is not None:  # teacher-forced on the reference, at word level
-            word_attn, src_words, tgt_words = forced
-            probe_row["weights"] = ", ".join(
-                f"{t}→{s} {float(word_attn[tgt_words.index(t), src_words.index(s)]):.2f}"
-                for t, s in cfg.data.probe_words if t in tgt_words and s in src_words)
+    probes = [probe_study(loaded, source, cpu) for source in cfg.data.probe]
+    probe_row: dict[str, Any] = probes[0] if probes else {}
+    forced = None if not probes or cfg.data.probe_reference is None else probe_alignment(
+        loaded.model, loaded.tokenizer, probes[0]["source"], cfg.data.probe_reference, cpu)
+    if forced is not None:  # the first probe teacher-forced on its reference, at word level
+        word_attn, src_words, tgt_words = forced
+        probe_row["teacher_forced"] = {
+            "reference": cfg.data.probe_reference,
+            "weights": [{"target": t, "source": s,
+                         "weight": float(word_attn[tgt_words.index(t), src_words.index(s)])}
+                        for t, s in cfg.data.probe_words if t in tgt_words and s in src_words]}
+        probe_row["weights"] = ", ".join(f"{w['target']}→{w['source']} {w['weight']:.2f}"
+                                         for w in probe_row["teacher_forced"]["weights"])
     test_metrics = metrics["test"]
     alignment = test_metrics.get("alignment") or {}
     baselines = alignment.get("baselines", {})
@@ -165,12 +158,38 @@ def study_variant(variant: str, run_dir: Path, metrics: dict[str, Any]) -> dict[
         "probe_weights": probe_row.get("weights", ""),
     }
     return {"row": row, "buckets": buckets, "by_domain": by_domain, "probe": probe_row,
+            "probes": probes,
             "aer_measures": aer_label(cfg),
             "history": metrics["history"],
             "signature": test_metrics["bleu_signature"], "test_set": test_metrics["test_set"],
             "alignment": alignment, "scored": (test.src_text, beam_hyps, test.tgt_text),
             "documents": test.documents, "edges": tuple(cfg.data.length_buckets),
             "tokenize": tokenize}
+
+
+def probe_study(loaded: Any, source: str, device: torch.device) -> dict[str, Any]:
+    """One probe sentence's greedy translation and the attention it was written with (the
+    model's alignment reading), with the pieces that label the map's columns and rows."""
+    split = encode_split(loaded.tokenizer, [source], [""], 10_000, 10_000)
+    hyp = decode_ids(loaded.model, split.src_ids, DecodeSettings(beam_size=1), device)[0][0]
+    eos = loaded.tokenizer.tgt_pieces([EOS_ID])[0]
+    return {"source": source,
+            "translation": loaded.tokenizer.decode_tgt(hyp.tokens),
+            "attention": hyp.attention,
+            "src_pieces": loaded.tokenizer.src_pieces(split.src_ids[0]) + [eos],
+            "tgt_pieces": loaded.tokenizer.tgt_pieces(hyp.tokens) + [eos]}
+
+
+def trained_runs(root: Path, variants: list[str]) -> dict[str, dict[str, Any]]:
+    """The metrics of an earlier comparison's variants (`compare.from_runs`), refused in one
+    line where a variant did not finish there."""
+    missing = [v for v in variants if not (root / v / "metrics.json").is_file()
+               or not (root / v / "checkpoints" / "best.pt").is_file()]
+    if missing:
+        raise UserError(f"compare.from_runs={root}: no finished {', '.join(missing)} there "
+                        "(metrics.json and checkpoints/best.pt)")
+    return {v: json.loads((root / v / "metrics.json").read_text(encoding="utf-8"))
+            for v in variants}
 
 
 def gap_intervals(studies: dict[str, dict[str, Any]], baseline: str = "vanilla"
@@ -219,6 +238,9 @@ def main(argv: list[str] | None = None) -> None:
         compose_variant(variant, settings.max_time, training, Path("unused"), settings.recipe)
     stamp = f"{datetime.now():%Y-%m-%d_%H-%M-%S}"
     root = Path(base.runs_root) / "compare" / stamp
+    if settings.from_runs is not None:  # the report again from finished runs, nothing trained
+        root = Path(settings.from_runs)
+        trained = trained_runs(root, list(settings.variants))
 
     def train_variant(variant: str) -> tuple[str, dict[str, Any]]:
         run_dir = root / variant
@@ -229,11 +251,12 @@ def main(argv: list[str] | None = None) -> None:
         print(f"=== {variant} done in {time.monotonic() - start:.0f}s", flush=True)
         return variant, metrics
 
-    pool = ThreadPoolExecutor(max_workers=settings.jobs)  # trainer.threads shares the cores
-    try:  # on Ctrl-C the running variants save last.pt (their own SIGINT) and no other starts
-        trained = dict(pool.map(train_variant, settings.variants))
-    finally:
-        pool.shutdown(cancel_futures=True)
+    if settings.from_runs is None:
+        pool = ThreadPoolExecutor(max_workers=settings.jobs)  # trainer.threads shares the cores
+        try:  # on Ctrl-C the running variants save last.pt (their own SIGINT), no other starts
+            trained = dict(pool.map(train_variant, settings.variants))
+        finally:
+            pool.shutdown(cancel_futures=True)
     studies = {variant: study_variant(variant, root / variant, metrics)
                for variant, metrics in trained.items()}
     out_dir = Path(settings.out_dir)

@@ -268,6 +268,7 @@ class CompareConfig:
     out_dir: str = MISSING
     recipe: str | None = MISSING
     jobs: int = MISSING
+    from_runs: str | None = None  # an earlier comparison's run folder: studied, not trained
 
 
 @dataclass

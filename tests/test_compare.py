@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from seq2seq.compare import gap_intervals, main, pairwise_differences
+from seq2seq.compare import gap_intervals, main, pairwise_differences, trained_runs
+from seq2seq.errors import UserError
 from seq2seq.evaluation.compare_report import COLUMNS, against_baseline, write_report
 from seq2seq.evaluation.metrics import bleu_by_length, score
 from tests.tiny import QUICK_TRAINER, corpus_overrides
@@ -20,13 +21,13 @@ from tests.tiny import QUICK_TRAINER, corpus_overrides
 def test_compare_writes_the_report(tmp_path: Path, jobs: int) -> None:
     """jobs=2: both variants train at once, each in a process of its own."""
     out = tmp_path / "results"
-    main([f"compare.jobs={jobs}", "trainer.threads=1",
-        *corpus_overrides(tmp_path / "data"), *QUICK_TRAINER,
-        "trainer.max_steps=150", "trainer.eval_every=75", "trainer.lr=1e-2",
-        "model.emb_dim=16", "model.hidden_size=32",
-        "compare.variants=[vanilla,bahdanau]", "compare.max_time=600",
-        f"compare.out_dir={out}", f"runs_root={tmp_path / 'runs'}",
-    ])
+    probes = ["Jane ging in den Laden.", "Der Laden ist klein."]
+    common = [*corpus_overrides(tmp_path / "data"), f"data.probe=[{','.join(probes)}]",
+              *QUICK_TRAINER, "trainer.max_steps=150", "trainer.eval_every=75",
+              "trainer.lr=1e-2", "model.emb_dim=16", "model.hidden_size=32",
+              "compare.variants=[vanilla,bahdanau]", "compare.max_time=600"]
+    main([f"compare.jobs={jobs}", "trainer.threads=1", *common,
+          f"compare.out_dir={out}", f"runs_root={tmp_path / 'runs'}"])
     rows = list(csv.DictReader(open(out / "compare.csv", encoding="utf-8")))
     assert [r["variant"] for r in rows] == ["vanilla", "bahdanau"]
     assert list(rows[0]) == COLUMNS
@@ -39,8 +40,28 @@ def test_compare_writes_the_report(tmp_path: Path, jobs: int) -> None:
     report = (out / "compare.md").read_text(encoding="utf-8")
     assert "| vanilla |" in report and "by source length" in report
     for name in ("compare_bleu.png", "compare_curves.png", "compare_length.png",
-                 "probe_attention.png"):
+                 "probe_attention.png", "probe_attention_2.png"):
         assert (out / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", name
+    # every probe's figures in JSON beside its picture: the attention the picture draws
+    record = json.loads((out / "probes.json").read_text(encoding="utf-8"))
+    assert [(p["source"], p["figure"]) for p in record] == [
+        (probes[0], "probe_attention.png"), (probes[1], "probe_attention_2.png")]
+    for probe in record:
+        assert set(probe["variants"]) == {"vanilla", "bahdanau"}
+        assert probe["variants"]["vanilla"]["attention"] is None  # one fixed context
+        assert isinstance(probe["variants"]["vanilla"]["translation"], str)
+        for variant, seen in probe["variants"].items():
+            if seen["attention"] is None:
+                continue
+            height, width = len(seen["tgt_pieces"]), len(seen["src_pieces"])
+            assert len(seen["attention"]) == height, variant
+            assert {len(r) for r in seen["attention"]} == {width}, variant
+            assert all(sum(r) == pytest.approx(1, abs=2e-3) for r in seen["attention"])
+    forced = record[0]["variants"]["bahdanau"]["teacher_forced"]
+    assert forced["reference"] == "Jane went to the store."
+    assert rows_weights(rows[1]["probe_weights"]) == {
+        (w["target"], w["source"]): round(w["weight"], 2) for w in forced["weights"]}
+    assert "teacher_forced" not in record[1]["variants"]["bahdanau"]  # one reference only
     assert len(list((tmp_path / "runs" / "compare").glob("*/*/tensorboard"))) == 2
     # every variant trains in a process of its own, also one after another
     assert len(list((tmp_path / "runs" / "compare").glob("*/*/console.log"))) == 2
@@ -67,6 +88,29 @@ def test_compare_writes_the_report(tmp_path: Path, jobs: int) -> None:
     assert difference["difference"] == pytest.approx(
         studied["vanilla"]["row"]["test_bleu_beam5"]
         - studied["bahdanau"]["row"]["test_bleu_beam5"], abs=0.01)
+    if jobs == 1:  # the report again from the finished runs: the same rows, nothing trained
+        [root] = (tmp_path / "runs" / "compare").glob("*")
+        again = tmp_path / "again"
+        main([*common, f"compare.from_runs={root}", f"compare.out_dir={again}",
+              f"runs_root={tmp_path / 'runs'}"])
+        assert len(list((tmp_path / "runs" / "compare").glob("*"))) == 1
+        assert list(csv.DictReader(open(again / "compare.csv", encoding="utf-8"))) == rows
+        assert json.loads((again / "probes.json").read_text(encoding="utf-8")) == record
+
+
+def rows_weights(text: str) -> dict[tuple[str, str], float]:
+    """compare.csv's probe_weights, "Jane→Jane 0.93, store→Laden 0.41", as a dict."""
+    pairs = [item.rsplit(" ", 1) for item in text.split(", ")]
+    return {tuple(link.split("→")): float(weight) for link, weight in pairs}
+
+
+def test_a_report_from_runs_that_did_not_finish_is_refused_in_one_line(tmp_path: Path) -> None:
+    (tmp_path / "bahdanau").mkdir()
+    (tmp_path / "bahdanau" / "metrics.json").write_text("{}")
+    with pytest.raises(UserError, match=r"compare.from_runs=.*: no finished bahdanau, "
+                                        r"transformer there \(metrics.json and "
+                                        r"checkpoints/best.pt\)"):
+        trained_runs(tmp_path, ["bahdanau", "transformer"])
 
 
 @pytest.mark.slow

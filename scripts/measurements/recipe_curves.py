@@ -61,6 +61,7 @@ def train(out: Path, recipe: str, name: str, overrides: list[str], tokens: int,
         subprocess.run(command, stdout=log, stderr=subprocess.STDOUT, check=True)
     metrics = json.loads((run / "metrics.json").read_text())
     return {"name": name, "overrides": overrides, "tokens_per_update": per_update,
+            "guided": metrics.get("alignment_kl") is not None,  # its KL curve, when guided
             "updates": steps, "history": [
                 {"tokens": row["step"] * per_update, "step": row["step"],
                  "valid_loss": row["valid_loss"], "valid_bleu": row["valid_bleu"],
@@ -83,14 +84,19 @@ def reused(spec: str, tokens: int, evals: int) -> dict[str, Any]:
 
 
 def summary(found: list[dict[str, Any]], recipe: str, tokens: int) -> list[str]:
+    aer = any(run.get("guided") for run in found)  # guidance is decided with agreement beside
     lines = [f"# {recipe}: candidates at equal training tokens ({tokens:,} each)", "",
-             "Validation loss (nats a target piece) / greedy BLEU at each count of training "
-             "tokens; one thread a candidate, side by side.", "",
+             "Validation loss (nats a target piece) / greedy BLEU"
+             + (" / AER against eflomal's links (a guided candidate's: its agreement with "
+                "its teacher)" if aer else "")
+             + " at each count of training tokens; one thread a candidate, side by side.", "",
              "| candidate | overrides | tokens/update | " + " | ".join(
                  f"{row['tokens']:,}" for row in found[0]["history"]) + " |",
              "|" + "---|" * (3 + len(found[0]["history"]))]
     for run in found:
-        cells = [f"{row['valid_loss']:.3f} / {row['valid_bleu']:.2f}" for row in run["history"]]
+        cells = [f"{row['valid_loss']:.3f} / {row['valid_bleu']:.2f}"
+                 + (f" / {row['valid_aer']:.3f}" if aer and row.get("valid_aer") is not None
+                    else "") for row in run["history"]]
         name = run["name"] + (f" (from {run['from']})" if "from" in run else "")
         lines.append(f"| {name} | `{' '.join(run['overrides']) or '(the recipe)'}` | "
                      f"{run['tokens_per_update']:,} | " + " | ".join(cells) + " |")

@@ -4,6 +4,7 @@ studies (seq2seq.compare.study_variant), and its plots."""
 from __future__ import annotations
 
 import csv
+import json
 import subprocess
 from datetime import datetime
 from pathlib import Path
@@ -162,8 +163,10 @@ def write_report(out_dir: Path, studies: dict[str, dict[str, Any]], command: str
                       f"{shift['layer']}: AER {fmt(shift['aer'])}; per layer: " + ", ".join(
                           f"layer {i} {fmt(row['aer'])}"
                           for i, row in enumerate(shift["layers"])) + "."]
+    probes = max((len(s.get("probes") or [s["probe"]]) for s in studies.values()), default=1)
     lines += ["", "Plots: `compare_bleu.png`, `compare_curves.png`, `compare_length.png`, "
-              "`probe_attention.png`.", ""]
+              + ", ".join(f"`{probe_figure_name(i)}`" for i in range(probes))
+              + " (each probe's attention; their figures in `probes.json`).", ""]
     (out_dir / "compare.md").write_text("\n".join(lines), encoding="utf-8")
 
     figure_to_png(bleu_bars({v: s["row"]["test_bleu_beam5"] for v, s in studies.items()},
@@ -172,8 +175,37 @@ def write_report(out_dir: Path, studies: dict[str, dict[str, Any]], command: str
                                for v, s in studies.items()}), out_dir / "compare_curves.png")
     figure_to_png(length_plot({v: s["buckets"] for v, s in studies.items()}),
                   out_dir / "compare_length.png")
-    maps = {v: (s["probe"]["attention"], s["probe"]["src_pieces"], s["probe"]["tgt_pieces"])
-            for v, s in studies.items() if s["probe"].get("attention") is not None}
-    if maps:
-        figure_to_png(side_by_side(maps, title=any_study["probe"]["source"]),
-                      out_dir / "probe_attention.png")
+    write_probes(out_dir, studies)
+
+
+def probe_figure_name(index: int) -> str:
+    """probe_attention.png for the first probe, probe_attention_2.png, ... for the others."""
+    return "probe_attention.png" if index == 0 else f"probe_attention_{index + 1}.png"
+
+
+def write_probes(out_dir: Path, studies: dict[str, dict[str, Any]]) -> None:
+    """Each probe's attention under every variant, a figure per probe, and their figures in
+    probes.json: translation, pieces, the attention rows (one per written piece and EOS) and,
+    for the first probe, its teacher-forced word weights."""
+    count = max((len(s.get("probes") or [s["probe"]]) for s in studies.values()), default=0)
+    record = []
+    for index in range(count):
+        of = {v: (s.get("probes") or [s["probe"]])[index] for v, s in studies.items()
+              if index < len(s.get("probes") or [s["probe"]])}
+        of = {v: probe for v, probe in of.items() if probe.get("source") is not None}
+        maps = {v: (p["attention"], p["src_pieces"], p["tgt_pieces"]) for v, p in of.items()
+                if p["attention"] is not None}  # vanilla reads one fixed context: no map
+        if not maps:
+            continue
+        source = next(iter(of.values()))["source"]
+        figure_to_png(side_by_side(maps, title=source), out_dir / probe_figure_name(index))
+        record.append({"source": source, "figure": probe_figure_name(index), "variants": {
+            v: {"translation": p["translation"], "src_pieces": p["src_pieces"],
+                "tgt_pieces": p["tgt_pieces"],
+                "attention": None if p["attention"] is None else
+                [[round(float(x), 4) for x in row] for row in p["attention"]],
+                **({"teacher_forced": p["teacher_forced"]} if "teacher_forced" in p else {})}
+            for v, p in of.items()}})
+    if record:
+        (out_dir / "probes.json").write_text(json.dumps(record, indent=1, ensure_ascii=False,
+                                                        allow_nan=False), encoding="utf-8")
