@@ -32,11 +32,11 @@ from seq2seq.corpus import SPLITS, encode_split
 from seq2seq.ctranslate2_engine import decode_ids as ctranslate2_decode_ids
 from seq2seq.ctranslate2_engine import load_exported
 from seq2seq.data import load_corpus
-from seq2seq.decoding import Hypothesis
 from seq2seq.evaluation.decode_and_score import decode_ids
 from seq2seq.evaluation.metrics import bleu_tokenize_for, score
 from seq2seq.export import export_ctranslate2
 from seq2seq.inference import load_for_inference, search_settings
+from seq2seq.search import Hypothesis
 
 ROOT = Path(__file__).resolve().parents[1]
 BEAM_SIZE = 5

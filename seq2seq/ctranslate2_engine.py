@@ -1,5 +1,6 @@
 """Decode with a CTranslate2 export of a Transformer (`python -m seq2seq.export`), following
-the conventions of `seq2seq.decoding` so its translations are the project decoder's.
+the conventions of `seq2seq.decoding` and `seq2seq.search`, so its translations are the project
+decoder's.
 
 An export folder holds CTranslate2's files (model.bin, config.json, shared_vocabulary.json or
 source_/target_vocabulary.json), the run's tokenizer (its sentencepiece model(s) and
@@ -53,9 +54,10 @@ from typing import Any
 from omegaconf import DictConfig
 
 from seq2seq.checkpoint import check_tokenizer
-from seq2seq.decoding import DecodeSettings, Hypothesis, length_penalty_factor, max_output_length
+from seq2seq.decoding import DecodeSettings
 from seq2seq.errors import UserError
 from seq2seq.inference import schema_config
+from seq2seq.search import Hypothesis, length_penalty_factor, max_output_length
 from seq2seq.tokenization import BOS_ID, EOS_ID, PAD_ID, Tokenizer
 
 METADATA_FILE = "seq2seq.json"

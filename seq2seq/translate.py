@@ -35,12 +35,13 @@ from torch import Tensor
 
 from seq2seq import ctranslate2_engine
 from seq2seq.config import register_configs
-from seq2seq.decoding import DecodeSettings, Hypothesis
+from seq2seq.decoding import DecodeSettings
 from seq2seq.errors import UserError, exit_on_user_error
 from seq2seq.evaluation.decode_and_score import decode_ids
 from seq2seq.evaluation.hypotheses import one_line
 from seq2seq.evaluation.word_links import HypothesisLinks, choose_reading
 from seq2seq.inference import load_models, resolve_device, search_settings
+from seq2seq.search import Hypothesis
 from seq2seq.tokenization import EOS_ID, Tokenizer
 from seq2seq.visualization import attention_heatmap, figure_to_png
 

@@ -29,13 +29,13 @@ from seq2seq.corpus import encode_split
 from seq2seq.ctranslate2_engine import decode_ids as ctranslate2_decode_ids
 from seq2seq.ctranslate2_engine import load_exported
 from seq2seq.data import load_corpus
-from seq2seq.decoding import max_output_length
 from seq2seq.errors import UserError
 from seq2seq.evaluation.decode_and_score import decode_ids
 from seq2seq.evaluation.metrics import score
 from seq2seq.export import export_ctranslate2
 from seq2seq.inference import Loaded, load_for_inference, search_settings
 from seq2seq.models import build_model
+from seq2seq.search import max_output_length
 from seq2seq.training.loop import train
 from seq2seq.translate import translate
 from tests.tiny import CONFIG_DIR, LEARNT_TRANSFORMER, QUICK_TRAINER, pairs, tiny_config

@@ -9,15 +9,10 @@ import pytest
 import torch
 from torch import Tensor, nn
 
-from seq2seq.decoding import (
-    Hypothesis,
-    beam_search,
-    greedy_search,
-    length_penalty_factor,
-    translate_batches,
-)
+from seq2seq.decoding import translate_batches
 from seq2seq.errors import UserError
 from seq2seq.models.base import EncoderOutput, Seq2SeqModel
+from seq2seq.search import Hypothesis, beam_search, greedy_search, length_penalty_factor
 from seq2seq.tokenization import BOS_ID, EOS_ID, PAD_ID
 
 A, B = 4, 5  # the two word tokens of the scripted vocabulary {PAD, UNK, BOS, EOS, A, B}

@@ -14,13 +14,14 @@ import pytest
 import torch
 
 from seq2seq.corpus import encode_split
-from seq2seq.decoding import DecodeSettings, Hypothesis
+from seq2seq.decoding import DecodeSettings
 from seq2seq.errors import UserError
 from seq2seq.evaluate import evaluate
 from seq2seq.evaluation.decode_and_score import decode_ids
 from seq2seq.inference import Loaded, load_models, search_settings
 from seq2seq.models.base import Seq2SeqModel
 from seq2seq.models.ensemble import Ensemble
+from seq2seq.search import Hypothesis
 from seq2seq.tokenization import BOS_ID, EOS_ID
 from seq2seq.training.loop import train
 from seq2seq.translate import translate

@@ -12,11 +12,11 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from seq2seq.decoding import greedy_search
 from seq2seq.models.bahdanau import Bahdanau
 from seq2seq.models.luong import Luong
 from seq2seq.models.transformer import Transformer
 from seq2seq.models.vanilla import VanillaSeq2Seq
+from seq2seq.search import greedy_search
 from seq2seq.tokenization import BOS_ID, EOS_ID, PAD_ID
 
 pytestmark = pytest.mark.slow  # hundreds of updates per variant: the second tier

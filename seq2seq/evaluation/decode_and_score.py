@@ -14,10 +14,11 @@ from torch import nn
 
 from seq2seq.alignment import Links
 from seq2seq.corpus import EncodedSplit
-from seq2seq.decoding import DecodeSettings, Hypothesis, translate_batches
+from seq2seq.decoding import DecodeSettings, translate_batches
 from seq2seq.evaluation.aer import Chosen, SplitAlignment, score_alignment
 from seq2seq.evaluation.metrics import Scores, score
 from seq2seq.runtime import release_freed_memory
+from seq2seq.search import Hypothesis
 from seq2seq.tokenization import EOS_ID, Tokenizer
 
 

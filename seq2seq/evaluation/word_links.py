@@ -33,7 +33,6 @@ from omegaconf import DictConfig
 from torch import Tensor, nn
 
 from seq2seq.data.batching import budget_chunks, collate
-from seq2seq.decoding import Hypothesis
 from seq2seq.errors import UserError
 from seq2seq.evaluation.aer import (
     ALIGNMENT_BATCH_CELLS,
@@ -45,6 +44,7 @@ from seq2seq.evaluation.aer import (
 from seq2seq.evaluation.decode_and_score import eval_mode
 from seq2seq.evaluation.hypotheses import one_line
 from seq2seq.evaluation.pharaoh import Link, format_links
+from seq2seq.search import Hypothesis
 from seq2seq.tokenization import EOS_ID, Tokenizer
 
 WHITESPACE_WORD = re.compile(r"\S+")

@@ -1,5 +1,5 @@
 """Several trained models decoding as one: the `Ensemble` keeps the model Protocol, so greedy
-and beam search (`seq2seq.decoding`) serve it unchanged.
+and beam search (`seq2seq.search`) serve it unchanged.
 
 At every step each member scores the next token on its own; the ensemble's log-probability is
 the log of the mean of the members' probabilities, log(1/M * sum_m p_m(y)), as fairseq's
