@@ -1,5 +1,6 @@
 """scripts/measurements/recipe_curves.py: a round's table with candidates of an earlier round
-(`--reuse`), checked to be measured at the same budget, and agreement beside a guided one."""
+(`--reuse`), checked to be measured at the same budget, and agreement beside a guided one;
+scripts/measurements/paired_candidates.py: candidates against a baseline with intervals."""
 
 from __future__ import annotations
 
@@ -7,6 +8,11 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
+
+from seq2seq.training.loop import train
+from tests.tiny import QUICK_TRAINER, tiny_config
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "scripts" / "measurements" / "recipe_curves.py"
@@ -60,3 +66,40 @@ def test_a_reused_candidate_joins_the_table_and_a_mismatched_one_is_refused(
         assert refused.returncode != 0
         assert refused.stderr.strip().splitlines() == [f"--reuse {spec}: " + (
             f"{earlier / 'summary.json'} " if "nobody" in spec else "") + message]
+
+
+@pytest.mark.slow
+def test_paired_candidates_give_each_gap_to_the_baseline_with_its_interval(tmp_path: Path
+                                                                            ) -> None:
+    """scripts/measurements/paired_candidates.py: a checkpoint against itself differs by
+    exactly 0 with the interval [0, 0]; a candidate of other weights gets an interval that
+    holds its gap; the JSON is valid; a candidate without a checkpoint is one line."""
+    cfg = tiny_config(tmp_path / "a", *QUICK_TRAINER, model="transformer")
+    train(cfg)
+    ckpt = Path(cfg.run_dir) / "checkpoints/best.pt"
+    other = tiny_config(tmp_path / "b", *QUICK_TRAINER, "trainer.max_steps=5",
+                        model="transformer", data_root=Path(cfg.data.root))
+    train(other)
+    out = tmp_path / "paired.json"
+    script = ROOT / "scripts" / "measurements" / "paired_candidates.py"
+    result = subprocess.run([sys.executable, str(script), str(out), f"base={ckpt}",
+                             f"same={ckpt}", f"short={Path(other.run_dir)}/checkpoints/best.pt",
+                             "--split", "test"], cwd=ROOT, capture_output=True, text=True,
+                            check=False)
+    assert result.returncode == 0, result.stderr[-2000:]
+
+    def refuse(name: str) -> None:
+        raise ValueError(f"{name} is not JSON")
+
+    report = json.loads(out.read_text(), parse_constant=refuse)
+    assert report["split"] == "test" and report["baseline"] == "base"
+    rows = {row["name"]: row for row in report["candidates"]}
+    assert rows["base"]["minus_base"] is None
+    assert rows["same"]["minus_base"] == {"difference": 0.0, "low": 0.0, "high": 0.0}
+    short = rows["short"]["minus_base"]
+    assert short["low"] <= short["difference"] <= short["high"]
+    assert abs(short["difference"] - (rows["short"]["bleu"] - rows["base"]["bleu"])) < 1e-6
+    missing = subprocess.run([sys.executable, str(script), str(out), f"base={ckpt}", "bad"],
+                             cwd=ROOT, capture_output=True, text=True, check=False)
+    assert missing.returncode != 0
+    assert missing.stderr.strip().splitlines()[-1].endswith("each NAME=CKPT")
