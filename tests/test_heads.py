@@ -150,7 +150,11 @@ def test_statistics_of_a_mixed_length_batch_are_each_sentences_own(learnt: Path)
     together = statistics(loaded, pair, batch_size=2)
     alone = [statistics(loaded, pair.subset([i]), batch_size=1) for i in (0, 1)]
     for kind, found in together.items():
-        torch.testing.assert_close(found.sums, alone[0][kind].sums + alone[1][kind].sums)
+        # float64 sums of float32 attention: a padded batch runs other kernel shapes (on a Xeon
+        # with AMX they differ by ~1e-7 of the value); a counted pad or forced row moves a
+        # sum by a whole row's weight, 0.1 or more
+        torch.testing.assert_close(found.sums, alone[0][kind].sums + alone[1][kind].sums,
+                                   rtol=1e-5, atol=1e-5)
         torch.testing.assert_close(found.rows, alone[0][kind].rows + alone[1][kind].rows)
     decoder = together["decoder"].means()
     assert torch.isnan(decoder[..., column("next")]).all()
