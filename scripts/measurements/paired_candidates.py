@@ -11,8 +11,8 @@ gap between candidates is more than the draw of the sentences; nothing is tested
         piece=results/guided_decisions_docs_de_en/runs/piece/checkpoints/best.pt \
         word=results/guided_decisions_docs_de_en/runs/word/checkpoints/best.pt
 
-The first NAME=CKPT is the baseline. Every checkpoint must come from the same corpus. Writes
-OUT.json and prints a table.
+The first NAME=CKPT is the baseline. Every checkpoint must come from the same corpus and build
+(the same references). Writes OUT.json and prints a table.
 """
 
 from __future__ import annotations
@@ -56,6 +56,9 @@ def main() -> None:
                                   decode_settings(loaded.config.decoding, 1), device,
                                   bleu_tokenize=tokenize)
         documents = corpus["document"] if "document" in corpus.column_names else None
+        if texts is not None and texts[0] != split.tgt_text:
+            sys.exit(f"{name}={path}: its {args.split} references are not the baseline's "
+                     "(another build of the corpus)")
         texts = (split.tgt_text, tokenize, documents)
         found[name] = {"ckpt": path, "bleu": result.scores.bleu, "hypotheses": result.hypotheses}
         print(f"{name}: greedy BLEU {result.scores.bleu:.2f} on {args.split} ({len(split)} "
