@@ -25,7 +25,8 @@
 #   BENCH_REPEATS=2  BENCH_ARGS="" (e.g. the rehearsal's --decode-sentences 8)
 #   VARIANTS="vanilla bahdanau luong transformer"
 #   EXTRA="" (overrides for every training, e.g. the CPU rehearsal's trainer.threads=1)
-#   BENCH_LIMIT=150 COMPARE_LIMIT=COMPARE_SECONDS+240 (the stages' limits in seconds)
+#   BENCH_LIMIT=150 COMPARE_LIMIT=the training+240 (docs), +200 (en→ko) (the stages' limits
+#   in seconds)
 #   DEADLINE=520 (seconds from the start by which the figures stage begins: the device call's
 #   timeout_s=560 less the figures' time; every stage's limit is cut to what is left, and a
 #   stage with under 10 s left is not run but named as failed, so a rerun names it)
@@ -81,6 +82,26 @@ run_stage() {  # run_stage NAME SECONDS COMMAND...: the command's output to logs
         failed+=("$name")
         tail -n 15 "$logs/$name.log"
     fi
+}
+
+compare_stage() {  # compare_stage NAME TITLE RECIPE MAX_SECONDS RESERVE PAD JOBS EXPORT RUNS
+    # VARIANTS...: seq2seq.compare at GPU compute from a corpus export, training what the
+    # deadline leaves after RESERVE seconds (at most MAX_SECONDS), within COMPARE_LIMIT, else
+    # that training plus PAD seconds
+    local name=$1 title=$2 recipe=$3 max=$4 reserve=$5 pad=$6 jobs=$7 export=$8 runs=$9
+    shift 9
+    local train=$((DEADLINE - SECONDS - reserve))  # what the deadline leaves to training
+    ((train > max)) && train=$max
+    stage "$title at GPU compute: ${train}s each, $jobs at once"
+    if ((train < 30)); then
+        not_run "$name" "${train}s of training left before the ${DEADLINE}s deadline"
+        return
+    fi
+    run_stage "$name" "${COMPARE_LIMIT:-$((train + pad))}" "$PY" -m seq2seq.compare \
+        "compare.recipe=$recipe" "compare.max_time=$train" "compare.jobs=$jobs" \
+        "compare.variants=[$(IFS=,; echo "$*")]" "compare.out_dir=$dir/$name" \
+        "runs_root=$dir/$runs" "data.export_dir=$(realpath "$export")" "trainer.device=$DEVICE" \
+        "${extra[@]}"
 }
 
 stage "0/4 environment"
@@ -144,33 +165,12 @@ run_stage benchmark "${BENCH_LIMIT:-150}" "$PY" scripts/benchmark.py --preset iw
 fi
 
 if [[ "$STAGES" == *" compare "* ]]; then
-train=$((DEADLINE - SECONDS - DECODE_RESERVE))  # what the deadline leaves to training
-((train > COMPARE_SECONDS)) && train=$COMPARE_SECONDS
-stage "3/4 docs_de_en at GPU compute: ${train}s each, $JOBS at once"
-if ((train < 30)); then
-    not_run compare "${train}s of training left before the ${DEADLINE}s deadline"
-else
-run_stage compare "${COMPARE_LIMIT:-$((train + 240))}" "$PY" -m seq2seq.compare \
-    compare.recipe=docs_de_en_gpu "compare.max_time=$train" "compare.jobs=$JOBS" \
-    "compare.variants=[$(IFS=,; echo "${variants[*]}")]" "compare.out_dir=$dir/compare" \
-    "runs_root=$dir/runs" "data.export_dir=$(realpath "$DOCS")" "trainer.device=$DEVICE" \
-    "${extra[@]}"
+compare_stage compare "3/4 docs_de_en" docs_de_en_gpu "$COMPARE_SECONDS" "$DECODE_RESERVE" 240 \
+    "$JOBS" "$DOCS" runs "${variants[@]}"
 fi
-fi
-
 if [[ "$STAGES" == *" compare_ko "* ]]; then
-train=$((DEADLINE - SECONDS - KO_DECODE_RESERVE))  # what the deadline leaves to training
-((train > KO_SECONDS)) && train=$KO_SECONDS
-stage "3b/4 debian_en_ko at GPU compute: ${train}s each, ${#ko_variants[@]} at once"
-if ((train < 30)); then
-    not_run compare_ko "${train}s of training left before the ${DEADLINE}s deadline"
-else
-run_stage compare_ko "$((train + 200))" "$PY" -m seq2seq.compare \
-    compare.recipe=debian_en_ko_gpu "compare.max_time=$train" "compare.jobs=${#ko_variants[@]}" \
-    "compare.variants=[$(IFS=,; echo "${ko_variants[*]}")]" "compare.out_dir=$dir/compare_ko" \
-    "runs_root=$dir/runs_ko" "data.export_dir=$(realpath "$KO")" "trainer.device=$DEVICE" \
-    "${extra[@]}"
-fi
+compare_stage compare_ko "3b/4 debian_en_ko" debian_en_ko_gpu "$KO_SECONDS" "$KO_DECODE_RESERVE" \
+    200 "${#ko_variants[@]}" "$KO" runs_ko "${ko_variants[@]}"
 fi
 
 stage "4/4 the figures"

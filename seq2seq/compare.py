@@ -38,9 +38,9 @@ from seq2seq.evaluation.metrics import (
     domain_scores,
 )
 from seq2seq.evaluation.word_links import aer_label
+from seq2seq.fonts import fonts_for
 from seq2seq.inference import load_for_inference
 from seq2seq.tokenization import EOS_ID
-from seq2seq.visualization import fonts_for
 
 CONFIG_DIR = Path(__file__).resolve().parents[1] / "configs"
 

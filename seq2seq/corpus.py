@@ -18,8 +18,8 @@ from seq2seq.config import DataConfig, TokenizerConfig
 from seq2seq.data import clean_corpus, data_root, load_corpus, load_source
 from seq2seq.data.export import corpus_fingerprint, write_export
 from seq2seq.errors import UserError
+from seq2seq.fonts import fonts_for
 from seq2seq.tokenization import Tokenizer, build_tokenizer
-from seq2seq.visualization import fonts_for
 
 SPLITS = ("train", "validation", "test")
 

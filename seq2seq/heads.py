@@ -40,9 +40,10 @@ from seq2seq.evaluation.aer import score_alignment
 from seq2seq.evaluation.decode_and_score import decode_and_score, eval_mode
 from seq2seq.evaluation.head_stats import KINDS, STATISTICS, HeadStatistics, is_punctuation
 from seq2seq.evaluation.metrics import bleu_difference, bleu_tokenize_for, score
+from seq2seq.fonts import fonts_for
 from seq2seq.inference import Loaded, load_for_inference, resolve_device
 from seq2seq.tokenization import BOS_ID, EOS_ID, PAD_ID
-from seq2seq.visualization import figure_to_png, fonts_for, heads_figure
+from seq2seq.visualization import figure_to_png, heads_figure
 
 register_configs()
 Head = tuple[str, int, int]  # (kind, layer, head)

@@ -3,18 +3,13 @@
 Every function returns a `Figure` and neither saves nor shows it: the caller sends it to
 TensorBoard (`SummaryWriter.add_figure`) or writes it with `figure_to_png`. Figures are built
 without pyplot's global figure registry, so a training loop can make thousands of them.
-Labels use DejaVu Sans, which covers Latin text and the sentencepiece marker "▁"; Korean and
-other CJK labels fall back, glyph by glyph, to a CJK font where one is installed (Noto Sans CJK,
-Nanum Gothic). A run on a Chinese, Japanese or Korean corpus calls `cjk_font`, which takes an
-installed CJK font, else Debian's fonts-nanum where the Korean corpus's build fetched it beside
-its packages (`packages.obtain_font`), or says in one line that Hangul will draw as boxes. It
-never fetches: a run from an export, or offline, draws with what is on disk.
+Labels are set in `fonts.FONT` (seq2seq/fonts.py: DejaVu Sans, then a CJK font where one is
+installed or a Korean corpus's build fetched one).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
 from pathlib import Path
 
 import matplotlib
@@ -26,26 +21,12 @@ from matplotlib import font_manager, rcParams
 from matplotlib import pyplot as plt
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
-from matplotlib.ft2font import FT2Font
 from matplotlib.image import AxesImage
 from matplotlib.textpath import TextToPath
 from torch import Tensor
 
-from seq2seq.data.docs.packages import (
-    FONT_FILE,
-    FONT_PACKAGE,
-    Package,
-    deb_version,
-    find_deb,
-    unpack,
-)
-from seq2seq.errors import UserError
+from seq2seq import fonts
 
-CJK_FALLBACKS = ("Noto Sans CJK KR", "Noto Sans KR", "NanumGothic", "Noto Sans CJK JP")
-CJK_LANGUAGES = ("ko", "ja", "zh")
-_INSTALLED = {font.name for font in font_manager.fontManager.ttflist}
-# the label fonts in order; cjk_font appends to this list in place
-FONT = ["DejaVu Sans", *(name for name in CJK_FALLBACKS if name in _INSTALLED)]
 CMAP = "viridis"
 CELL_INCHES = 0.32  # size of one attention cell
 MAX_SIDE_INCHES = 24.0
@@ -54,52 +35,6 @@ SUPTITLE_ROOM = 0.9  # the share of the figure's width a line of its title may t
 AXES_TITLE_ROOM = 0.7  # the same for an axis's title (the axis sits off centre, beside its labels)
 
 Matrix = Tensor | np.ndarray
-
-
-def font_file_with(character: str) -> Path | None:
-    """The file of the first label font (FONT) that has a glyph for `character`, or None when
-    every one would draw it as the missing-glyph box."""
-    for name in FONT:
-        path = Path(font_manager.findfont(font_manager.FontProperties(family=name),
-                                          fallback_to_default=False))
-        if FT2Font(str(path)).get_char_index(ord(character)) != 0:
-            return path
-    return None
-
-
-def cjk_font(raw_dir: Path) -> Path | None:
-    """Make the heatmaps draw Hangul: an installed CJK font, else fonts-nanum's file where a
-    Korean corpus's build left its .deb in `raw_dir` (unpacked there, registered). Nothing is
-    fetched.
-
-    Returns:
-        The font file that draws Hangul, or None (after one line saying the labels will draw
-        as boxes) when neither is on disk.
-    """
-    found = font_file_with("한")
-    if found is not None:
-        return found
-    deb = find_deb(raw_dir, FONT_PACKAGE)
-    try:
-        if deb is None:
-            raise UserError(f"no {FONT_PACKAGE} .deb in {raw_dir}")
-        package = Package(FONT_PACKAGE, deb_version(deb), "", deb)
-        path = unpack(package, raw_dir) / FONT_FILE
-        font_manager.fontManager.addfont(str(path))
-    except (UserError, OSError, RuntimeError) as err:
-        print(f"no CJK font: Korean heatmap labels draw as boxes (apt-get install "
-              f"{FONT_PACKAGE} or fonts-noto-cjk, or build a Korean corpus, which fetches it); "
-              f"{str(err).splitlines()[0]}")
-        return None
-    name = font_manager.FontProperties(fname=str(path)).get_name()
-    if name not in FONT:
-        FONT.append(name)
-    return path
-
-
-def fonts_for(languages: Iterable[str], raw_dir: Path) -> Path | None:
-    """`cjk_font` where one of a corpus's languages is written in CJK script, else None."""
-    return cjk_font(raw_dir) if set(languages) & set(CJK_LANGUAGES) else None
 
 
 def _to_numpy(attn: Matrix) -> np.ndarray:
@@ -130,8 +65,8 @@ def _panel_inches(num_tgt: int, num_src: int) -> tuple[float, float]:
 
 
 def _text_points(text: str, fontsize: float) -> float:
-    """The width of `text` in points, set in FONT at `fontsize`."""
-    prop = font_manager.FontProperties(family=FONT, size=fontsize)
+    """The width of `text` in points, set in fonts.FONT at `fontsize`."""
+    prop = font_manager.FontProperties(family=fonts.FONT, size=fontsize)
     return TextToPath().get_text_width_height_descent(text, prop, ismath=False)[0]
 
 
@@ -162,7 +97,7 @@ def _suptitle(fig: Figure, title: str) -> None:
     """The figure's title, wrapped to fit its width (a long one would run off both edges)."""
     size = font_manager.FontProperties(size=rcParams["figure.titlesize"]).get_size_in_points()
     room = fig.get_figwidth() * 72 * SUPTITLE_ROOM
-    fig.suptitle(_wrapped(title, room, size), fontfamily=FONT, fontsize=size)
+    fig.suptitle(_wrapped(title, room, size), fontfamily=fonts.FONT, fontsize=size)
 
 
 def _axes_title(ax: Axes, title: str) -> None:
@@ -190,7 +125,7 @@ def _draw(
         fontsize=fontsize,
     )
     for label in ax.get_xticklabels() + ax.get_yticklabels():
-        label.set_fontfamily(FONT)
+        label.set_fontfamily(fonts.FONT)
     return image
 
 

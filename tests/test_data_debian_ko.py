@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from matplotlib import font_manager
 
-from seq2seq import visualization
+from seq2seq import fonts
 from seq2seq.data.docs.build import build_docs
 from seq2seq.data.docs.filters import MOZILLA_PLACEHOLDER, drop_reason, has_placeholder
 from seq2seq.data.docs.gettext_catalogs import BLOCK, Catalogs, align_gettext
@@ -156,9 +156,9 @@ def test_the_font_comes_with_the_korean_packages_and_heatmaps_find_it_offline(
     build_docs(root, ["libreoffice-l10n"], lang="ko", fetch=fake)
     build_docs(root, ["libreoffice-l10n"], lang="ko", fetch=fake)
     assert fake.calls == [["libreoffice-l10n-ko"], [FONT_PACKAGE]]
-    monkeypatch.setattr(visualization, "FONT", ["DejaVu Sans"])  # as if no CJK font
-    monkeypatch.setattr(visualization, "font_file_with", lambda character: None)
-    font = visualization.cjk_font(root / "raw")
+    monkeypatch.setattr(fonts, "FONT", ["DejaVu Sans"])  # as if no CJK font
+    monkeypatch.setattr(fonts, "font_file_with", lambda character: None)
+    font = fonts.cjk_font(root / "raw")
     assert font is not None and font.is_file() and root / "raw" in font.parents
     assert len(fake.calls) == 2  # nothing fetched
     assert str(font) in {entry.fname for entry in font_manager.fontManager.ttflist}

@@ -13,7 +13,7 @@ from matplotlib.figure import Figure
 from matplotlib.ft2font import FT2Font
 from matplotlib.text import Text
 
-from seq2seq import visualization
+from seq2seq import fonts
 from seq2seq.data import data_root
 from seq2seq.data.docs.packages import FONT_PACKAGE, find_deb
 from seq2seq.visualization import (
@@ -246,14 +246,14 @@ HANGUL_TGT = ["▁제", "인이", "▁가게에", "▁갔다", ".", "</s>"]
 def test_hangul_labels_draw_with_a_cjk_font(tmp_path) -> None:
     """Offline, writing only under tmp_path: an installed CJK font, else the fonts-nanum .deb
     a Korean corpus's build left in the shared raw folder, copied here and unpacked."""
-    if visualization.font_file_with("한") is None:
+    if fonts.font_file_with("한") is None:
         shared = find_deb(data_root(None) / "raw", FONT_PACKAGE)
         if shared is None:
             pytest.skip("no CJK font installed and no fonts-nanum .deb in data/raw (`python -m "
                         "seq2seq.prepare data=debian_en_ko` fetches it with the corpus)")
         shutil.copy(shared, tmp_path)
-    font = visualization.cjk_font(tmp_path)
-    assert font is not None and font == visualization.font_file_with("제")
+    font = fonts.cjk_font(tmp_path)
+    assert font is not None and font == fonts.font_file_with("제")
     assert FT2Font(str(font)).get_char_index(ord("가")) != 0  # a glyph, not the missing box
     fig = attention_heatmap(_attn(len(HANGUL_TGT), len(HANGUL_SRC)), HANGUL_SRC, HANGUL_TGT,
                             title="제인이→Jane 0.90, 가게에→store 0.92")
@@ -263,13 +263,13 @@ def test_hangul_labels_draw_with_a_cjk_font(tmp_path) -> None:
 def test_without_a_cjk_font_hangul_is_the_missing_glyph_and_one_line_says_so(
     tmp_path, monkeypatch, capsys
 ) -> None:
-    monkeypatch.setattr(visualization, "FONT", ["DejaVu Sans"])
-    assert visualization.font_file_with("제") is None
+    monkeypatch.setattr(fonts, "FONT", ["DejaVu Sans"])
+    assert fonts.font_file_with("제") is None
     fig = attention_heatmap(_attn(2, 2), ["▁a", "▁b"], ["▁제", "▁가"])
     with pytest.raises(UserWarning, match="missing from font"):
         _render_strictly(fig)
 
-    assert visualization.cjk_font(tmp_path) is None  # no font, no .deb: nothing is fetched
+    assert fonts.cjk_font(tmp_path) is None  # no font, no .deb: nothing is fetched
     out = capsys.readouterr().out.strip().splitlines()
     assert [line for line in out if line.startswith("no CJK font")] == [out[-1]]
-    assert "fonts-nanum" in out[-1] and visualization.FONT == ["DejaVu Sans"]
+    assert "fonts-nanum" in out[-1] and fonts.FONT == ["DejaVu Sans"]

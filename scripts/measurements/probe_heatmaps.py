@@ -18,9 +18,10 @@ import torch
 
 from seq2seq.data import data_root, load_corpus
 from seq2seq.evaluation.aer import probe_alignment
+from seq2seq.fonts import fonts_for
 from seq2seq.inference import load_for_inference
 from seq2seq.training.validation import reference_probe
-from seq2seq.visualization import figure_to_png, fonts_for
+from seq2seq.visualization import figure_to_png
 
 
 def references(ckpt: Path) -> list[tuple[str, str]]:

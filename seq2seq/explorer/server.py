@@ -21,7 +21,7 @@ from starlette.exceptions import HTTPException
 
 from seq2seq.data import data_root
 from seq2seq.explorer.session import SPLITS, Explorer, Head, RequestError
-from seq2seq.visualization import FONT, cjk_font
+from seq2seq.fonts import FONT, cjk_font
 
 STATIC = Path(__file__).with_name("static")
 

@@ -120,7 +120,7 @@ def obtain_packages(
 
 def obtain_font(raw_dir: Path, *, fetch: Fetch) -> Path | None:
     """Fetch (once) and unpack FONT_PACKAGE into `raw_dir`, beside a Korean corpus's packages,
-    so its heatmaps draw Hangul (`visualization.cjk_font` finds it there, offline).
+    so its heatmaps draw Hangul (`fonts.cjk_font` finds it there, offline).
 
     Returns:
         The font file, or None after one line saying why (the corpus builds without it).
