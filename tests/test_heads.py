@@ -247,3 +247,28 @@ def test_the_heads_report(learnt: Path, tmp_path: Path) -> None:
     cfg.select_split = "test"
     with pytest.raises(UserError, match="chosen on one split and reported on another"):
         report_heads(cfg)
+
+
+COMMITTED = sorted(Path(__file__).resolve().parents[1].glob("results/heads_*/heads.json"))
+
+
+@pytest.mark.parametrize("path", COMMITTED, ids=[p.parent.name for p in COMMITTED])
+def test_the_committed_heads_reports_are_json_with_an_interval_per_head(path: Path) -> None:
+    """results/heads_* as committed: NaN refused, every head's test BLEU difference inside its
+    interval, the decoder's "next" not applicable, the prunable count what the budget allows."""
+
+    def refuse(name: str) -> None:
+        raise ValueError(f"{name} is not JSON")
+
+    report = json.loads(path.read_text(), parse_constant=refuse)
+    importance = report["importance"]
+    heads = importance["heads"]
+    assert len(heads) == sum(importance["layers"].values()) * importance["num_heads"]
+    assert sorted(importance["pruning_order"]) == sorted(heads)
+    for name, row in [*heads.items(), *((f"{p['heads']} pruned", p) for p in importance["pruned"])]:
+        assert row["low"] <= row["bleu_lost"] <= row["high"], name
+    within = [p["heads"] for p in importance["pruned"]
+              if p["select_bleu_lost"] <= importance["budget"]]
+    assert importance["prunable"] == max(within, default=0)
+    decoder = report["statistics"]["decoder"]["means"]
+    assert all(head[column("next")] is None for layer in decoder for head in layer)
