@@ -253,22 +253,28 @@ COMMITTED = sorted(Path(__file__).resolve().parents[1].glob("results/heads_*/hea
 
 
 @pytest.mark.parametrize("path", COMMITTED, ids=[p.parent.name for p in COMMITTED])
-def test_the_committed_heads_reports_are_json_with_an_interval_per_head(path: Path) -> None:
-    """results/heads_* as committed: NaN refused, every head's test BLEU difference inside its
-    interval, the decoder's "next" not applicable, the prunable count what the budget allows."""
+def test_the_committed_heads_reports_are_json_and_their_tables_agree(path: Path) -> None:
+    """results/heads_* as committed: NaN refused; every head measured, ordered on the selection
+    split, the first pruned what that head alone lost; the decoder's "next" not applicable; and
+    heads.md's importance column each head's figure and interval from heads.json."""
 
     def refuse(name: str) -> None:
         raise ValueError(f"{name} is not JSON")
 
     report = json.loads(path.read_text(), parse_constant=refuse)
     importance = report["importance"]
-    heads = importance["heads"]
+    heads, order, pruned = importance["heads"], importance["pruning_order"], importance["pruned"]
     assert len(heads) == sum(importance["layers"].values()) * importance["num_heads"]
-    assert sorted(importance["pruning_order"]) == sorted(heads)
-    for name, row in [*heads.items(), *((f"{p['heads']} pruned", p) for p in importance["pruned"])]:
-        assert row["low"] <= row["bleu_lost"] <= row["high"], name
-    within = [p["heads"] for p in importance["pruned"]
-              if p["select_bleu_lost"] <= importance["budget"]]
-    assert importance["prunable"] == max(within, default=0)
-    decoder = report["statistics"]["decoder"]["means"]
-    assert all(head[column("next")] is None for layer in decoder for head in layer)
+    assert sorted(order) == sorted(heads)
+    selected = [heads[name]["select_bleu_lost"] for name in order]
+    assert selected == sorted(selected)
+    assert [step["heads"] for step in pruned] == list(range(1, len(pruned) + 1))
+    assert pruned[0]["bleu_lost"] == pytest.approx(heads[order[0]]["bleu_lost"])
+    decoder = report["statistics"]["decoder"]
+    nxt = decoder["names"].index("next")
+    assert all(head[nxt] is None for layer in decoder["means"] for head in layer)
+    table = (path.parent / "heads.md").read_text()
+    for name, row in heads.items():
+        attention, layer, head = name.split("/")
+        assert (f"| {attention} | {layer} | {head} | {row['select_bleu_lost']:+.2f} | "
+                f"{row['bleu_lost']:+.2f} [{row['low']:+.2f}, {row['high']:+.2f}] |") in table, name
