@@ -25,8 +25,8 @@
 #   BENCH_REPEATS=2  BENCH_ARGS="" (e.g. the rehearsal's --decode-sentences 8)
 #   VARIANTS="vanilla bahdanau luong transformer"
 #   EXTRA="" (overrides for every training, e.g. the CPU rehearsal's trainer.threads=1)
-#   BENCH_LIMIT=150 COMPARE_LIMIT=the training+240 (docs), +200 (en→ko); set, it bounds both (the limits
-#   in seconds)
+#   BENCH_LIMIT=150 COMPARE_LIMIT=the training+240 (docs), +200 (en→ko); set, it bounds both
+#   (the stages' limits in seconds)
 #   DEADLINE=520 (seconds from the start by which the figures stage begins: the device call's
 #   timeout_s=560 less the figures' time; every stage's limit is cut to what is left, and a
 #   stage with under 10 s left is not run but named as failed, so a rerun names it)
